@@ -1,0 +1,24 @@
+"""Build the two compiled modules of morello: the DP core and the memo table."""
+import os
+
+import numpy as np
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+DEBUG = os.environ.get("MORELLO_DEBUG_CYTHON") == "1"
+directives = {
+    "language_level": 3,
+    "boundscheck": DEBUG,
+    "wraparound": DEBUG,
+    "cdivision": True,
+    "initializedcheck": DEBUG,
+    "embedsignature": True,
+}
+flags = ["-O0", "-g"] if DEBUG else ["-O3"]
+extensions = [
+    Extension(name, [f"morello/{name.split('.')[-1]}.pyx"],
+              include_dirs=[np.get_include()], extra_compile_args=flags,
+              define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
+    for name in ("morello._dp", "morello._memo")
+]
+setup(ext_modules=cythonize(extensions, compiler_directives=directives))
