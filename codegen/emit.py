@@ -1,0 +1,261 @@
+"""Emit C with AVX2 intrinsics for an Impl tree.
+
+Every operand of the Spec being emitted is a *reference* into a buffer: a memory buffer
+(``MemRef``: a C array with a layout, the tile origin as C expressions) or a register buffer
+(``RegRef``: one C variable per vector (VRF) or per element (RF); origins are constants).
+Loops whose tiles index register buffers are fully unrolled so register tiles stay in
+named variables, which the C compiler keeps in registers.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from importlib import resources
+
+from morello.codegen.writer import Namer, Writer
+from morello.impl import Impl
+from morello.kernels.avx2 import BY_NAME
+from morello.layouts import Layout
+from morello.memory import Level
+from morello.rewrites import Move, Select, Split, TileOut, ToAccum
+from morello.specs import PrimKind, Spec
+from morello.tensorspec import TensorSpec
+
+Coord = int | str  # a constant or a C expression
+
+# Spec-shape dim -> operand dim, per kind and operand (None: the operand lacks that dim).
+_DIMS = {
+    PrimKind.MATMUL: ((0, 1, 2, None), (0, None, 1, 2), (0, 1, None, 2)),
+    PrimKind.MATMUL_ACCUM: ((0, 1, 2, None), (0, None, 1, 2), (0, 1, None, 2)),
+}
+
+
+def operand_dim(kind: PrimKind, operand: int, sdim: int) -> int | None:
+    if kind in _DIMS:
+        return _DIMS[kind][operand][sdim]
+    return sdim
+
+
+def partial(name: str) -> str:
+    return resources.files("morello.codegen").joinpath("partials", name).read_text()
+
+
+def _add(a: Coord, b: Coord) -> Coord:
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    if a == 0:
+        return b
+    if b == 0:
+        return a
+    return f"{a} + {b}"
+
+
+def _term(x: Coord, pack: int | None, inner: bool) -> Coord:
+    if isinstance(x, int):
+        return x % pack if inner else (x // pack if pack else x)
+    if inner:
+        return f"(({x}) % {pack})"
+    return f"(({x}) / {pack})" if pack else f"({x})"
+
+
+def index_expr(layout: Layout, shape: tuple[int, ...], origin: tuple[Coord, ...]) -> Coord:
+    """Buffer offset of ``origin`` for a buffer of ``shape`` laid out by ``layout``."""
+    const = 0
+    parts = []
+    for d, p, inner, stride in layout.index_terms(shape):
+        t = _term(origin[d], p, inner)
+        if isinstance(t, int):
+            const += t * stride
+        else:
+            parts.append(t if stride == 1 else f"{t} * {stride}")
+    if not parts:
+        return const
+    if const:
+        parts.append(str(const))
+    return " + ".join(parts)
+
+
+@dataclass(frozen=True)
+class Buffer:
+    name: str
+    tensor: TensorSpec  # the whole buffer's TensorSpec (its shape and layout)
+    registers: bool
+
+
+@dataclass(frozen=True)
+class Ref:
+    buffer: Buffer
+    origin: tuple[Coord, ...]
+
+    def shifted(self, dim: int, by: Coord) -> "Ref":
+        o = list(self.origin)
+        o[dim] = _add(o[dim], by)
+        return Ref(self.buffer, tuple(o))
+
+
+class OperandView:
+    """What a kernel emitter sees of one operand (see ``morello.kernels.avx2``)."""
+
+    def __init__(self, ref: Ref, spec: TensorSpec) -> None:
+        self.ref = ref
+        self.spec = spec
+
+    def _offset(self) -> Coord:
+        b = self.ref.buffer
+        return index_expr(b.tensor.layout, b.tensor.shape, self.ref.origin)
+
+    def lval(self) -> str:
+        b = self.ref.buffer
+        off = self._offset()
+        if b.registers:
+            if not isinstance(off, int):
+                raise AssertionError("register tile with a symbolic origin")
+            if b.tensor.level is Level.VRF:
+                vs = b.tensor.vector_size
+                return f"{b.name}_{off // vs}[{off % vs}]"
+            return f"{b.name}_{off}"
+        return f"{b.name}[{off}]"
+
+    def ptr(self, off: Coord) -> str:
+        base = self._offset()
+        return f"&{self.ref.buffer.name}[{_add(base, off)}]"
+
+    def vec(self, j: int) -> str:
+        b = self.ref.buffer
+        off = self._offset()
+        assert isinstance(off, int) and off % b.tensor.vector_size == 0
+        return f"{b.name}_{off // b.tensor.vector_size + j}"
+
+
+class _Emitter:
+    def __init__(self) -> None:
+        self.w = Writer()
+        self.names = Namer()
+        self.uses_omp = False
+
+    def emit(self, impl: Impl, refs: tuple[Ref, ...]) -> None:
+        act = impl.action
+        spec = impl.spec
+        if isinstance(act, (TileOut, Split)):
+            self._loop(impl, act.spec_dim(spec), act.size,
+                       isinstance(act, TileOut) and act.parallel, refs)
+        elif isinstance(act, Move):
+            self._alloc(impl, act, refs)
+        elif isinstance(act, ToAccum):
+            zero, accum = impl.children
+            self.emit(zero, (refs[2],))
+            self.emit(accum, refs)
+        elif isinstance(act, Select):
+            kernel = BY_NAME[act.kernel]
+            ops = [OperandView(r, t) for r, t in zip(refs, spec.operands)]
+            kernel.emit(self.w, spec, ops)
+        else:  # pragma: no cover - every action kind is handled above
+            raise TypeError(f"cannot emit {act}")
+
+    def _loop(self, impl: Impl, sdim: int, size: int, parallel: bool, refs) -> None:
+        spec: Spec = impl.spec
+        extent = spec.shape[sdim]
+        full, rem = divmod(extent, size)
+        dims = [operand_dim(spec.kind, i, sdim) for i in range(len(refs))]
+        unroll = any(r.buffer.registers and d is not None for r, d in zip(refs, dims))
+
+        def shifted(by: Coord):
+            return tuple(r if d is None else r.shifted(d, by) for r, d in zip(refs, dims))
+
+        body = impl.children[0]
+        if unroll or full == 1:
+            for it in range(full):
+                self.emit(body, shifted(it * size))
+        else:
+            var = self.names.fresh("i")
+            if parallel:
+                self.uses_omp = True
+                self.w.line("#pragma omp parallel for schedule(static)")
+            with self.w.block(f"for (int {var} = 0; {var} < {full}; {var}++) {{"):
+                self.emit(body, shifted(f"{size} * {var}"))
+        if rem:
+            self.emit(impl.children[1], shifted(full * size))
+
+    def _alloc(self, impl: Impl, act: Move, refs) -> None:
+        spec: Spec = impl.spec
+        i = act.operand
+        old = spec.operands[i]
+        new, view = act.destination(spec)
+        if view:
+            (body,) = impl.children
+            self.emit(body, refs)
+            return
+        rank = len(new.shape)
+        if new.level is Level.VRF:
+            name = self.names.fresh("v")
+            nvec = new.volume // new.vector_size
+            ctype = "__m256" if new.vector_size == 8 else "__m128"
+            self.w.line(f"{ctype} " + ", ".join(f"{name}_{j}" for j in range(nvec)) + ";")
+            buf = Buffer(name, new, True)
+        elif new.level is Level.RF:
+            name = self.names.fresh("r")
+            self.w.line(f"{new.dtype.c_type} "
+                        + ", ".join(f"{name}_{j}" for j in range(new.volume)) + ";")
+            buf = Buffer(name, new, True)
+        else:
+            name = self.names.fresh("buf")
+            n = math.prod(new.layout.physical_shape(new.shape))
+            nbytes = -(-n * new.dtype.size // 64) * 64
+            self.w.line(f"{new.dtype.c_type} *restrict {name} = "
+                        f"({new.dtype.c_type} *)aligned_alloc(64, {nbytes});")
+            buf = Buffer(name, new, False)
+        new_ref = Ref(buf, (0,) * rank)
+        children = list(impl.children)
+        body_refs = tuple(new_ref if j == i else r for j, r in enumerate(refs))
+        from morello.specs import READS, WRITES
+
+        if i in READS[spec.kind]:
+            self.emit(children.pop(0), (refs[i], new_ref))
+        self.emit(children.pop(0), body_refs)
+        if i in WRITES[spec.kind]:
+            self.emit(children.pop(0), (new_ref, refs[i]))
+        if not buf.registers:
+            self.w.line(f"free({name});")
+
+
+PARAM_NAMES = {
+    PrimKind.MATMUL: ("lhs", "rhs", "out"),
+    PrimKind.MATMUL_ACCUM: ("lhs", "rhs", "out"),
+    PrimKind.MOVE: ("src", "dst"),
+    PrimKind.ZERO: ("dst",),
+}
+
+
+def emit_c(impl: Impl) -> str:
+    """A C translation unit with ``void kernel(...)`` and ``double bench(..., iters)``."""
+    from morello.specs import WRITES
+
+    spec = impl.spec
+    e = _Emitter()
+    names = PARAM_NAMES[spec.kind]
+    params = []
+    refs = []
+    for i, (nm, t) in enumerate(zip(names, spec.operands)):
+        const = "" if i in WRITES[spec.kind] else "const "
+        params.append(f"{const}{t.dtype.c_type} *restrict {nm}")
+        refs.append(Ref(Buffer(nm, t, False), (0,) * len(t.shape)))
+    signature = ", ".join(params)
+    with e.w.block(f"void kernel({signature}) {{"):
+        e.emit(impl, tuple(refs))
+    body = str(e.w)
+    out = Writer()
+    out.lines(partial("prelude.c"))
+    if e.uses_omp:
+        out.line("#include <omp.h>")
+    out.lines(partial("bench.c"))
+    out.line(f"/* {spec} */")
+    out.line(f"/* cost: {impl.cost.main} */")
+    out.lines(body)
+    args = ", ".join(names)
+    with out.block(f"double bench({signature}, long iters) {{"):
+        out.line("double t0 = morello_now();")
+        with out.block("for (long it = 0; it < iters; it++) {"):
+            out.line(f"kernel({args});")
+            out.line('__asm__ volatile("" ::: "memory");')
+        out.line("return (morello_now() - t0) / (double)iters;")
+    return str(out)

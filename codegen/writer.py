@@ -1,0 +1,40 @@
+"""A tiny C writer: indented lines and brace blocks, and fresh-name generation."""
+from __future__ import annotations
+
+import contextlib
+
+
+class Writer:
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+        self._depth = 0
+
+    def line(self, text: str = "") -> None:
+        self._lines.append(("    " * self._depth + text) if text else "")
+
+    def lines(self, text: str) -> None:
+        for t in text.splitlines():
+            self.line(t)
+
+    @contextlib.contextmanager
+    def block(self, opener: str, closer: str = "}"):
+        self.line(opener)
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            self.line(closer)
+
+    def __str__(self) -> str:
+        return "\n".join(self._lines) + "\n"
+
+
+class Namer:
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+
+    def fresh(self, prefix: str) -> str:
+        n = self._counts.get(prefix, 0)
+        self._counts[prefix] = n + 1
+        return f"{prefix}{n}"

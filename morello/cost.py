@@ -1,0 +1,66 @@
+"""The affine cost model.
+
+A Cost is ``(main, peaks, depth)`` ordered lexicographically (ties then go to the lowest
+action index). Every action's cost is an affine rule over its children (a ``Rule``):
+
+    main  = const + sum(coef_i * child_main_i)          (saturating at MAX_COST)
+    peaks = snap_up(own + max_i child_peaks_i)           (per level)
+    depth = 1 + max_i child_depth_i
+
+Loops weight their main body by its iteration count and boundary bodies by 1; moves add
+the cost of touching source and destination; kernels have no children. This is the only
+form the DP core (``morello._dp``) evaluates.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from morello.memory import LEVELS, Level, Target, snap_peaks
+from morello.tensorspec import TensorSpec
+
+MAX_COST = 1 << 62
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Cost:
+    main: int
+    peaks: tuple[int, ...]
+    depth: int
+
+    def __str__(self) -> str:
+        return f"{self.main}"
+
+
+def sat(x: int) -> int:
+    return x if x < MAX_COST else MAX_COST
+
+
+def move_cost(t: TensorSpec, target: Target) -> int:
+    """Cost of touching every line of ``t`` once (doubled when non-contiguous)."""
+    hit = target.hit_cost[t.level]
+    if hit == 0:
+        return 0
+    c = hit * t.units(target)
+    return c if t.contiguous else 2 * c
+
+
+def combine(const: int, coefs, own, children: list[Cost]) -> Cost:
+    main = const
+    for c, ch in zip(coefs, children):
+        main = sat(main + c * ch.main)
+    peaks = tuple(
+        own[i] + max((ch.peaks[i] for ch in children), default=0)
+        for i in range(len(LEVELS))
+    )
+    depth = 1 + max((ch.depth for ch in children), default=0)
+    return Cost(main, snap_peaks(peaks), depth)
+
+
+def loop_iterations(full: int, parallel: bool, target: Target) -> int:
+    return -(-full // target.processors) if parallel else full
+
+
+def own_units(level: Level, units: int) -> tuple[int, ...]:
+    own = [0] * len(LEVELS)
+    own[level] = units
+    return tuple(own)

@@ -1,0 +1,144 @@
+"""Memory levels, targets and per-level memory limits.
+
+Levels are ordered fastest first: RF (scalar registers) and VRF (vector registers) count
+registers; L1 and GL count 64-byte cache lines. Limits of cache levels are powers of two
+(snapped down after a subtraction); peaks of cache levels snap up to powers of two, so the
+space of distinct limits stays small and results can be reused across limits.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Level(enum.IntEnum):
+    """A memory level. The integer value is the level's coordinate."""
+
+    RF = 0
+    VRF = 1
+    L1 = 2
+    GL = 3
+
+    @property
+    def counts_registers(self) -> bool:
+        return self in (Level.RF, Level.VRF)
+
+    @property
+    def has_layout(self) -> bool:
+        return self is not Level.RF
+
+    @property
+    def addressed(self) -> bool:
+        """L1 is a cache: a move into it with the same layout is a view, not a copy."""
+        return self is not Level.L1
+
+    @property
+    def can_parallel_tile(self) -> bool:
+        return self in (Level.L1, Level.GL)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+LEVELS = tuple(Level)
+NLEVELS = len(LEVELS)
+
+# Where a Move may take an operand from each level.
+DESTINATIONS = {
+    Level.GL: (Level.GL, Level.L1),
+    Level.L1: (Level.L1, Level.VRF, Level.RF),
+    Level.RF: (),
+    Level.VRF: (),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Everything target-specific the search and the cost model need, in one place."""
+
+    name: str
+    capacity: tuple[int, ...]      # per level: registers (RF, VRF) or cache lines
+    hit_cost: tuple[int, ...]      # per level: cost of touching one line (0 for registers)
+    vector_bytes: tuple[int, ...]  # widths of vector registers, ascending
+    line_bytes: int
+    processors: int
+    parallel_setup_cost: int
+    parallel_iter_cost: int
+    cflags: tuple[str, ...]
+
+    def max_limits(self) -> "MemoryLimits":
+        return MemoryLimits(self.capacity)
+
+
+AVX2 = Target(
+    name="avx2",
+    # 16 scalar and 16 vector registers; L1d is 32 KiB per core here (512 lines).
+    capacity=(16, 16, 512, 1 << 25),
+    hit_cost=(0, 0, 2, 20),
+    vector_bytes=(16, 32),
+    line_bytes=64,
+    processors=1,
+    parallel_setup_cost=230_000,
+    parallel_iter_cost=60,
+    cflags=("-mavx2", "-mfma"),
+)
+
+TARGETS = {AVX2.name: AVX2}
+
+
+def parse_target(name: str) -> Target:
+    from morello.errors import SpecError
+
+    try:
+        return TARGETS[name]
+    except KeyError:
+        raise SpecError(
+            f"unknown target {name!r}; known: {', '.join(TARGETS)}"
+        ) from None
+
+
+def pow2_floor(x: int) -> int:
+    return 0 if x <= 0 else 1 << (x.bit_length() - 1)
+
+
+def pow2_ceil(x: int) -> int:
+    return 0 if x <= 0 else 1 << (x - 1).bit_length()
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryLimits:
+    """Units still available per level (registers for RF/VRF, lines for L1/GL)."""
+
+    units: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        from morello.errors import SpecError
+
+        if len(self.units) != NLEVELS or any(u < 0 for u in self.units):
+            raise SpecError(f"bad memory limits {self.units}")
+        for lvl in (Level.L1, Level.GL):
+            u = self.units[lvl]
+            if u & (u - 1):
+                raise SpecError(f"{lvl} limit {u} is not a power of two")
+
+    def subtract(self, level: Level, amount: int) -> "MemoryLimits | None":
+        """Limits after allocating ``amount`` units at ``level``; None if it doesn't fit."""
+        cur = self.units[level]
+        if amount > cur:
+            return None
+        left = cur - amount
+        if not level.counts_registers:
+            left = pow2_floor(left)
+        units = list(self.units)
+        units[level] = left
+        return MemoryLimits(tuple(units))
+
+    def __str__(self) -> str:
+        return "[" + ", ".join(f"{l}={u}" for l, u in zip(LEVELS, self.units)) + "]"
+
+
+def snap_peaks(peaks: tuple[int, ...]) -> tuple[int, ...]:
+    """Peaks of cache levels round up to powers of two (limits are powers of two)."""
+    return tuple(
+        p if lvl.counts_registers else pow2_ceil(p) for lvl, p in zip(LEVELS, peaks)
+    )

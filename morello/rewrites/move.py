@@ -1,0 +1,153 @@
+"""Move: place one operand in a faster level and/or a new layout.
+
+``Move(operand, level, layout, vector_size)``::
+
+    Matmul(lhs@GL, ...)  ->  alloc lhs' @level (layout, vector size)
+                             Move(lhs -> lhs')            prologue, if the operand is read
+                             Matmul(lhs'@level, ...)      body
+                             Move(lhs' -> lhs)            epilogue, if the operand is written
+
+A move GL→L1 that keeps the layout is a *cache view*: no copy and no logues, only the
+accounting of the lines it keeps in L1. Moves into new layouts (packing) are allowed only
+along a fixed order of layouts, so a chain of relayouts is finite.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+
+from morello import layouts
+from morello.cost import move_cost, own_units
+from morello.layouts import Layout
+from morello.memory import DESTINATIONS, Level, Target
+from morello.rewrites.base import Expansion
+from morello.specs import READS, WRITES, PrimKind, Spec
+from morello.tensorspec import TensorSpec, fresh
+
+PACK_SIZES = (8, 16)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def layout_candidates(shape: tuple[int, ...]) -> list[Layout]:
+    """Destination layouts for a relayout move, in their fixed order (deduplicated)."""
+    rank = len(shape)
+    base = [layouts.row_major(rank)]
+    if rank >= 2:
+        base.append(layouts.col_major(rank))
+    cands = list(base)
+    if rank >= 2:
+        for p in PACK_SIZES:
+            for lay, dim in ((base[1], rank - 1), (base[0], rank - 2)):
+                if shape[dim] > p and shape[dim] % p == 0:
+                    cands.append(layouts.packed(lay, dim, p))
+    out: list[Layout] = []
+    for lay in cands:
+        canon, _ = layouts.canonicalize(lay, shape, len(lay.dims))
+        if canon not in out:
+            out.append(canon)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """Move operand ``operand`` to ``level`` with ``layout`` (None keeps it: a cache view
+    for L1) and ``vector_size`` (VRF only)."""
+
+    operand: int
+    level: Level
+    layout: Layout | None = None
+    vector_size: int | None = None
+
+    def destination(self, spec: Spec) -> tuple[TensorSpec, bool] | None:
+        """The new operand TensorSpec and whether it is a cache view."""
+        t = spec.operands[self.operand]
+        if self.layout is None:
+            if self.level is not Level.L1 or t.level is not Level.GL:
+                return None
+            return replace(t, level=Level.L1), True
+        if self.level is Level.VRF:
+            phys = self.layout.physical_shape(t.shape)
+            if not phys or phys[-1] % self.vector_size:
+                return None
+        new = fresh(t.shape, t.dtype, self.level, self.layout, self.vector_size)
+        if new == t:
+            return None
+        return new, False
+
+    def expand(self, spec: Spec, target: Target) -> Expansion | None:
+        dest = self.destination(spec)
+        if dest is None:
+            return None
+        new, view = dest
+        t = spec.operands[self.operand]
+        # GL is not a constrained resource: buffers there are not counted.
+        units = 0 if self.level is Level.GL else new.units(target)
+        limits = spec.limits.subtract(self.level, units)
+        if limits is None:
+            return None
+        body = replace(spec.with_operand(self.operand, new), limits=limits)
+        children = []
+        if not view and self.operand in READS[spec.kind]:
+            children.append(_move_spec(t, new, spec, limits))
+        children.append(body)
+        if not view and self.operand in WRITES[spec.kind]:
+            children.append(_move_spec(new, t, spec, limits))
+        return Expansion(
+            tuple(children),
+            (1,) * len(children),
+            move_cost(t, target) + move_cost(new, target),
+            own_units(self.level, units),
+        )
+
+    def __str__(self) -> str:
+        lay = "view" if self.layout is None else str(self.layout)
+        vs = f", vs={self.vector_size}" if self.vector_size else ""
+        return f"Move(op={self.operand}, {self.level}, {lay}{vs})"
+
+
+def _move_spec(src: TensorSpec, dst: TensorSpec, parent: Spec, limits) -> Spec:
+    return Spec(PrimKind.MOVE, src.shape, (src, dst), parent.serial_only, limits)
+
+
+def move_actions(spec: Spec, target: Target) -> list[Move]:
+    acts: list[Move] = []
+    relayout_ok = spec.kind in (PrimKind.MATMUL, PrimKind.MATMUL_ACCUM)
+    for i, t in enumerate(spec.operands):
+        if not relayout_ok:
+            # Moves and fills only stage operands through L1 (a cache view); anything
+            # else would re-create the Move Spec itself one level down.
+            if t.level is Level.GL:
+                acts.append(Move(i, Level.L1, None))
+            continue
+        cands = layout_candidates(t.shape)
+        # Only relayout "forward" in the candidate order, so relayout chains are finite.
+        start = cands.index(t.layout) + 1 if t.layout in cands else 0
+        for level in DESTINATIONS[t.level]:
+            if level is Level.VRF:
+                # No matmul kernel reads lhs from vector registers: a dead end.
+                if i == 0:
+                    continue
+                rm = _row_major_for(t.shape)
+                phys = rm.physical_shape(t.shape)
+                for vb in reversed(target.vector_bytes):
+                    vs = vb // t.dtype.size
+                    # Narrower vectors only where the wider ones cannot tile the row.
+                    if phys and phys[-1] % vs == 0:
+                        acts.append(Move(i, level, rm, vs))
+                        break
+            elif level is Level.RF:
+                # Scalar registers hold scalars: kernels only read RF operands of size 1.
+                if t.volume == 1:
+                    acts.append(Move(i, level, _row_major_for(t.shape)))
+            else:
+                if level is Level.L1 and t.level is Level.GL:
+                    acts.append(Move(i, level, None))
+                # Packing and transposing copies: inputs only, into GL buffers.
+                if level is Level.GL and i not in WRITES[spec.kind]:
+                    acts.extend(Move(i, level, lay) for lay in cands[start:])
+    return acts
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _row_major_for(shape: tuple[int, ...]) -> Layout:
+    return layouts.canonicalize(layouts.row_major(len(shape)), shape, len(shape))[0]

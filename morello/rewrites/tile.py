@@ -1,0 +1,126 @@
+"""TileOut and Split: loops over one dim of a Spec.
+
+``TileOut(dim, size, parallel)`` tiles output dim ``dim`` by ``size``::
+
+    Matmul[1,m,k,n]  ->  for i in 0..n//size: Matmul[1,m,k,size]   (+ one boundary
+                                                                    Matmul[1,m,k,n%size])
+
+``Split(size)`` does the same over the reduction dim k of a MatmulAccum::
+
+    MatmulAccum[1,m,k,n]  ->  for p in 0..k//size: MatmulAccum[1,m,size,n]  (+ boundary)
+
+A parallel loop (only for non-serial Specs whose operands are all in L1/GL) runs its
+iterations across processors; its bodies are serial.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from morello.cost import loop_iterations
+from morello.memory import NLEVELS, Target
+from morello.rewrites.base import Expansion
+from morello.specs import PrimKind, Spec, operand_shapes
+
+# Spec-shape dim indexed by each output dim.
+_OUT_TO_SPEC = {
+    PrimKind.MATMUL: (0, 1, 3),
+    PrimKind.MATMUL_ACCUM: (0, 1, 3),
+}
+
+
+def spec_dim_of_output(kind: PrimKind, out_dim: int) -> int:
+    return _OUT_TO_SPEC.get(kind, None)[out_dim] if kind in _OUT_TO_SPEC else out_dim
+
+
+def _sizes(limit: int):
+    s = 1
+    while s < limit:
+        yield s
+        s *= 2
+
+
+def _tiled_spec(spec: Spec, sdim: int, size: int, serial: bool) -> Spec | None:
+    shape = list(spec.shape)
+    shape[sdim] = size
+    shape = tuple(shape)
+    ops = []
+    for o, s in zip(spec.operands, operand_shapes(spec.kind, shape)):
+        if not o.valid_tile_shape(s):
+            return None
+        ops.append(o.tile(s))
+    return replace(spec, shape=shape, operands=tuple(ops), serial_only=serial)
+
+
+def loop_expansion(spec: Spec, sdim: int, size: int, parallel: bool, target: Target):
+    extent = spec.shape[sdim]
+    if not 1 <= size < extent:
+        return None
+    if parallel and (spec.serial_only or not all(
+        o.level.can_parallel_tile for o in spec.operands
+    )):
+        return None
+    serial = spec.serial_only or parallel
+    body = _tiled_spec(spec, sdim, size, serial)
+    if body is None:
+        return None
+    full, rem = divmod(extent, size)
+    children, coefs = [body], [loop_iterations(full, parallel, target)]
+    if rem:
+        boundary = _tiled_spec(spec, sdim, rem, serial)
+        if boundary is None:
+            return None
+        children.append(boundary)
+        coefs.append(1)
+    const = 0
+    if parallel:
+        const = target.parallel_setup_cost + target.parallel_iter_cost * coefs[0]
+    return Expansion(tuple(children), tuple(coefs), const, (0,) * NLEVELS)
+
+
+@dataclass(frozen=True, slots=True)
+class TileOut:
+    """Loop over output dim ``dim`` in tiles of ``size`` (see module docstring)."""
+
+    dim: int
+    size: int
+    parallel: bool = False
+
+    def spec_dim(self, spec: Spec) -> int:
+        return spec_dim_of_output(spec.kind, self.dim)
+
+    def expand(self, spec: Spec, target: Target) -> Expansion | None:
+        return loop_expansion(spec, self.spec_dim(spec), self.size, self.parallel, target)
+
+    def __str__(self) -> str:
+        return f"TileOut{'Par' if self.parallel else ''}(dim={self.dim}, size={self.size})"
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """Loop over the reduction dim k of a MatmulAccum in chunks of ``size``."""
+
+    size: int
+
+    def spec_dim(self, spec: Spec) -> int:
+        return 2
+
+    def expand(self, spec: Spec, target: Target) -> Expansion | None:
+        if spec.kind is not PrimKind.MATMUL_ACCUM:
+            return None
+        return loop_expansion(spec, 2, self.size, False, target)
+
+    def __str__(self) -> str:
+        return f"Split(k={self.size})"
+
+
+def tile_actions(spec: Spec, target: Target):
+    out_shape = spec.output.shape
+    top = max(out_shape)
+    acts = [TileOut(d, s) for d in range(len(out_shape)) for s in _sizes(top)]
+    if not spec.serial_only:
+        acts += [TileOut(d, s, True) for d in range(len(out_shape)) for s in _sizes(top)]
+    return acts
+
+
+def split_actions(spec: Spec, target: Target):
+    return [Split(s) for s in _sizes(spec.shape[2])]

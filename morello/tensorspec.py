@@ -1,0 +1,112 @@
+"""TensorSpec: what a Spec knows about one operand (shape, dtype, and aux)."""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, replace
+
+from morello import layouts
+from morello.dtypes import Dtype
+from morello.errors import SpecError
+from morello.layouts import Layout
+from morello.memory import Level, Target
+
+
+@dataclass(frozen=True, slots=True)
+class TensorSpec:
+    """An operand: ``shape`` and ``dtype`` plus where it lives.
+
+    ``contig`` counts innermost physical dims forming one contiguous block (a tensor is
+    *contiguous* when ``contig == len(layout.dims)``). ``vector_size`` (elements per vector
+    register) is set exactly when ``level`` is VRF. Canonical instances have a layout with
+    no size-1 physical dims (see ``layouts.canonicalize``).
+    """
+
+    shape: tuple[int, ...]
+    dtype: Dtype
+    level: Level
+    layout: Layout
+    contig: int
+    vector_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if any(s < 1 for s in self.shape):
+            raise SpecError(f"dimension sizes must be >= 1, got {self.shape}")
+        if (self.vector_size is not None) != (self.level is Level.VRF):
+            raise SpecError(f"vector size {self.vector_size} invalid for {self.level}")
+        if not 0 <= self.contig <= len(self.layout.dims):
+            raise SpecError(f"contiguity {self.contig} out of range for {self.layout}")
+
+    @property
+    def volume(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def contiguous(self) -> bool:
+        return self.contig == len(self.layout.dims)
+
+    @property
+    def bytes(self) -> int:
+        return self.volume * self.dtype.size
+
+    def units(self, target: Target) -> int:
+        """Memory units this tensor occupies at its level."""
+        if self.level is Level.RF:
+            return self.volume
+        if self.level is Level.VRF:
+            return -(-self.volume // self.vector_size)
+        return self.layout.cache_lines(
+            self.shape, self.contig, self.dtype.size, target.line_bytes
+        )
+
+    def canonical(self) -> "TensorSpec":
+        lay, contig = layouts.canonicalize(self.layout, self.shape, self.contig)
+        if lay == self.layout and contig == self.contig:
+            return self
+        return replace(self, layout=lay, contig=contig)
+
+    @functools.lru_cache(maxsize=1 << 18)
+    def valid_tile_shape(self, tile: tuple[int, ...]) -> bool:
+        """Can an aligned ``tile`` of this tensor be described by a TensorSpec?"""
+        if len(tile) != len(self.shape) or any(
+            t < 1 or t > s for t, s in zip(tile, self.shape)
+        ):
+            return False
+        if not self.layout.applies_to(tile):
+            return False
+        if self.level is Level.VRF:
+            phys = self.layout.physical_shape(tile)
+            if not phys or phys[-1] % self.vector_size:
+                return False
+        return True
+
+    def tile(self, tile: tuple[int, ...]) -> "TensorSpec":
+        """The TensorSpec of an aligned tile (``valid_tile_shape`` must hold)."""
+        if tile == self.shape:
+            return self
+        return _tile(self, tile)
+
+    def __str__(self) -> str:
+        dims = "×".join(map(str, self.shape))
+        parts = [dims, str(self.dtype), str(self.level)]
+        if self.level.has_layout and len(self.layout.dims) > 1 and str(self.layout) != "rm":
+            parts.append(str(self.layout))
+        if not self.contiguous:
+            parts.append(f"c{self.contig}")
+        if self.vector_size:
+            parts.append(f"{self.vector_size}")
+        return "(" + ", ".join(parts) + ")"
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def fresh(shape, dtype: Dtype, level: Level, layout: Layout, vector_size=None) -> TensorSpec:
+    """A new, fully contiguous buffer's TensorSpec, canonicalized."""
+    return TensorSpec(
+        tuple(shape), dtype, level, layout, len(layout.dims), vector_size
+    ).canonical()
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _tile(t: TensorSpec, tile: tuple[int, ...]) -> TensorSpec:
+    contig = layouts.tile_contig(t.layout, t.shape, tile, t.contig)
+    return TensorSpec(tile, t.dtype, t.level, t.layout, contig, t.vector_size).canonical()
