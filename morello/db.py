@@ -35,8 +35,15 @@ def check_writable(path: Path) -> None:
         raise DatabaseError(f"cannot create database directory {parent}: {e.strerror}") from None
     if path.is_dir():
         raise DatabaseError(f"database path {path} is a directory")
-    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise DatabaseError(f"database path {path} is not writable")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".probe.", dir=parent)
+        os.close(fd)
+        os.unlink(probe)
+        if path.exists():
+            with open(path, "ab"):
+                pass
+    except OSError as e:
+        raise DatabaseError(f"database path {path} is not writable: {e.strerror}") from None
 
 
 def load(path: Path, target_name: str) -> list:
@@ -74,7 +81,10 @@ def save(path: Path, target_name: str, boxes: list) -> int:
     path = Path(path)
     check_writable(path)
     header = json.dumps({"format": FORMAT, "version": VERSION, "target": target_name})
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise DatabaseError(f"cannot write database {path}: {e.strerror}") from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(header.encode() + b"\n")
@@ -82,10 +92,41 @@ def save(path: Path, target_name: str, boxes: list) -> int:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(e, OSError):
+            raise DatabaseError(f"cannot write database {path}: {e.strerror}") from None
         raise
     return path.stat().st_size
+
+
+def stats(path: Path, target_name: str) -> dict:
+    """Entries (Specs with limits covered), stored boxes, compression ratio, bytes on disk."""
+    path = Path(path)
+    boxes = load(path, target_name)
+    logical = {b[0] for b in boxes}
+    covered = sum(_points(lo, hi) for _, lo, hi, *_ in boxes)
+    return {
+        "path": str(path),
+        "target": target_name,
+        "logical_specs": len(logical),
+        "boxes": len(boxes),
+        "unsat_boxes": sum(1 for b in boxes if b[6] < 0),
+        "specs_covered": covered,
+        "compression_ratio": round(covered / len(boxes), 2) if boxes else 0.0,
+        "bytes": path.stat().st_size if path.exists() else 0,
+    }
+
+
+def _points(lo, hi) -> int:
+    """Distinct limit vectors in a box: raw register counts, powers of two for caches."""
+    n = 1
+    for level, (a, b) in enumerate(zip(lo, hi)):
+        if level < 2:  # RF, VRF count registers
+            n *= b - a + 1
+        else:
+            n *= b.bit_length() - max(a, 1).bit_length() + 1 + (1 if a == 0 else 0)
+    return n
