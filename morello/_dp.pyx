@@ -85,9 +85,9 @@ cdef inline int64_t pow2_floor(int64_t x) noexcept nogil:
 cdef class Solver:
     """Memoized DP over logical Spec ids.
 
-    ``compile_cb(id)`` must return ``(index, const, own, child_count, child_id, coef)``:
-    int64 arrays with one entry per template row (``own`` shaped ``(rows, L)``) and the
-    concatenated child edges. It may register new ids (they are compiled when reached).
+    ``compile_cb(id)`` must return the template rows of ``id`` as one flat list of ints:
+    ``[n_rows, (index, const, own[0..L), n_children, (child id, coef) * n_children) ...]``.
+    It may register new ids (they are compiled when reached).
     """
 
     def __cinit__(self, compile_cb, register_levels):
@@ -119,31 +119,29 @@ cdef class Solver:
         return 0
 
     cdef int _compile(self, int64_t i) except -1:
-        cdef Py_ssize_t r, l, e, n_rows
-        index, const, own, child_count, child_id, coef = self.compile_cb(i)
-        cdef const int64_t[::1] idx_v = np.ascontiguousarray(index, np.int64)
-        cdef const int64_t[::1] const_v = np.ascontiguousarray(const, np.int64)
-        cdef const int64_t[:, ::1] own_v = np.ascontiguousarray(own, np.int64).reshape(-1, self.L)
-        cdef const int64_t[::1] cc_v = np.ascontiguousarray(child_count, np.int64)
-        cdef const int64_t[::1] ci_v = np.ascontiguousarray(child_id, np.int64)
-        cdef const int64_t[::1] co_v = np.ascontiguousarray(coef, np.int64)
-        n_rows = idx_v.shape[0]
+        cdef list flat = self.compile_cb(i)
+        cdef Py_ssize_t pos = 1, r, l, c, n_rows = flat[0], nc
+        cdef int64_t e, child
         self._ensure_id(i)
         self.row_start.data[i] = self.r_index.size
         self.row_count.data[i] = n_rows
-        e = self.e_child.size
         for r in range(n_rows):
-            vec_push(&self.r_index, idx_v[r])
-            vec_push(&self.r_const, const_v[r])
+            vec_push(&self.r_index, flat[pos])
+            vec_push(&self.r_const, flat[pos + 1])
+            pos += 2
             for l in range(self.L):
-                vec_push(&self.r_own, own_v[r, l])
-            vec_push(&self.r_child_start, e)
-            vec_push(&self.r_child_count, cc_v[r])
-            e += cc_v[r]
-        for e in range(ci_v.shape[0]):
-            self._ensure_id(ci_v[e])
-            vec_push(&self.e_child, ci_v[e])
-            vec_push(&self.e_coef, co_v[e])
+                vec_push(&self.r_own, flat[pos])
+                pos += 1
+            nc = flat[pos]
+            pos += 1
+            vec_push(&self.r_child_start, self.e_child.size)
+            vec_push(&self.r_child_count, nc)
+            for c in range(nc):
+                child = flat[pos]
+                self._ensure_id(child)
+                vec_push(&self.e_child, child)
+                vec_push(&self.e_coef, flat[pos + 1])
+                pos += 2
         return 0
 
     cdef int64_t _lookup(self, int64_t i, const int64_t *limits) noexcept nogil:

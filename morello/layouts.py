@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +34,14 @@ class PhysDim:
 @dataclass(frozen=True, slots=True)
 class Layout:
     dims: tuple[PhysDim, ...]
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        h = self._hash
+        if not h:
+            h = hash(self.dims)
+            object.__setattr__(self, "_hash", h)
+        return h
 
     def __str__(self) -> str:
         if all(d.pack is None for d in self.dims) and list(self.dims) == sorted(self.dims, key=lambda d: d.dim):

@@ -111,6 +111,9 @@ class MemoryLimits:
 
     units: tuple[int, ...]
 
+    def __hash__(self) -> int:
+        return hash(self.units)
+
     def __post_init__(self) -> None:
         from morello.errors import SpecError
 

@@ -27,7 +27,9 @@ UNBOUNDED = MemoryLimits(tuple(1 << 40 for _ in LEVELS))
 
 def logical(spec: Spec) -> Spec:
     """The Spec with its limits erased (the key of the logical graph)."""
-    return spec if spec.limits is UNBOUNDED else replace(spec, limits=UNBOUNDED)
+    if spec.limits is UNBOUNDED:
+        return spec
+    return Spec(spec.kind, spec.shape, spec.operands, spec.serial_only, UNBOUNDED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,28 +68,35 @@ class Engine:
             self.specs.append(key)
         return i
 
-    def _compile(self, i: int):
+    def _compile(self, i: int) -> list[int]:
+        """Template rows of logical Spec ``i``, flattened for the core (see ``_dp``):
+        ``[n_rows, (index, const, own * L, n_children, (child, coef) * n_children) * n_rows]``.
+        """
         spec = self.specs[i]
-        index, const, own, counts, kids, coefs = [], [], [], [], [], []
-        for idx, act in enumerate(actions(spec, self.target)):
-            exp = act.expand(spec, self.target)
+        flat = [0]
+        rows = 0
+        id_of = self.id_of
+        target = self.target
+        for idx, act in enumerate(actions(spec, target)):
+            exp = act.expand(spec, target)
             if exp is None:
                 continue
-            index.append(idx)
-            const.append(exp.const)
-            own.append(exp.own)
-            counts.append(len(exp.children))
-            kids.extend(self.id_of(c) for c in exp.children)
-            coefs.extend(exp.coefs)
+            rows += 1
+            flat.append(idx)
+            flat.append(exp.const)
+            flat.extend(exp.own)
+            flat.append(len(exp.children))
+            for c, k in zip(exp.children, exp.coefs):
+                flat.append(id_of(c))
+                flat.append(k)
+        flat[0] = rows
         if self.progress is not None:
             now = time.perf_counter() - self._t0
             if now - self._last > 0.5:
                 self._last = now
                 self.progress(self.solver.compiled_ids, len(self.specs),
                               self.solver.specs_solved, now)
-        return (np.array(index, np.int64), np.array(const, np.int64),
-                np.array(own, np.int64).reshape(-1, NL), np.array(counts, np.int64),
-                np.array(kids, np.int64), np.array(coefs, np.int64))
+        return flat
 
     def solve(self, goal: Spec) -> tuple[Solution | None, SearchStats]:
         """Solve ``goal`` (and everything it depends on)."""

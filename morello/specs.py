@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from morello.errors import SpecError
 from morello.memory import MemoryLimits
@@ -85,6 +85,15 @@ class Spec:
     operands: tuple[TensorSpec, ...]
     serial_only: bool
     limits: MemoryLimits
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        # Specs are dict keys in the hot path of the search: hash once.
+        h = self._hash
+        if not h:
+            h = hash((self.kind, self.shape, self.operands, self.serial_only, self.limits))
+            object.__setattr__(self, "_hash", h)
+        return h
 
     def __post_init__(self) -> None:
         expected = operand_shapes(self.kind, self.shape)
@@ -112,10 +121,11 @@ class Spec:
         ops = tuple(o.canonical() for o in self.operands)
         return self if ops == self.operands else replace(self, operands=ops)
 
-    def with_operand(self, i: int, t: TensorSpec) -> "Spec":
+    def with_operand(self, i: int, t: TensorSpec, limits: MemoryLimits | None = None) -> "Spec":
         ops = list(self.operands)
         ops[i] = t
-        return replace(self, operands=tuple(ops))
+        return Spec(self.kind, self.shape, tuple(ops), self.serial_only,
+                    self.limits if limits is None else limits)
 
     def flops(self) -> int:
         if self.kind in (PrimKind.MATMUL, PrimKind.MATMUL_ACCUM):

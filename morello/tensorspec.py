@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from morello import layouts
 from morello.dtypes import Dtype
@@ -28,6 +28,15 @@ class TensorSpec:
     layout: Layout
     contig: int
     vector_size: int | None = None
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        h = self._hash
+        if not h:
+            h = hash((self.shape, self.dtype, self.level, self.layout, self.contig,
+                      self.vector_size))
+            object.__setattr__(self, "_hash", h)
+        return h
 
     def __post_init__(self) -> None:
         if any(s < 1 for s in self.shape):

@@ -85,7 +85,7 @@ class Move:
         limits = spec.limits.subtract(self.level, units)
         if limits is None:
             return None
-        body = replace(spec.with_operand(self.operand, new), limits=limits)
+        body = spec.with_operand(self.operand, new, limits)
         children = []
         if not view and self.operand in READS[spec.kind]:
             children.append(_move_spec(t, new, spec, limits))

@@ -48,7 +48,7 @@ def _tiled_spec(spec: Spec, sdim: int, size: int, serial: bool) -> Spec | None:
         if not o.valid_tile_shape(s):
             return None
         ops.append(o.tile(s))
-    return replace(spec, shape=shape, operands=tuple(ops), serial_only=serial)
+    return Spec(spec.kind, shape, tuple(ops), serial, spec.limits)
 
 
 def loop_expansion(spec: Spec, sdim: int, size: int, parallel: bool, target: Target):
