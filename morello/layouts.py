@@ -43,6 +43,10 @@ class Layout:
             object.__setattr__(self, "_hash", h)
         return h
 
+    def __reduce__(self):
+        # The cached hash is per-process (str hashing is salted): never pickle it.
+        return (type(self), (self.dims,))
+
     def __str__(self) -> str:
         if all(d.pack is None for d in self.dims) and list(self.dims) == sorted(self.dims, key=lambda d: d.dim):
             return "rm"

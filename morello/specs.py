@@ -95,6 +95,10 @@ class Spec:
             object.__setattr__(self, "_hash", h)
         return h
 
+    def __reduce__(self):
+        # The cached hash is per-process (str hashing is salted): never pickle it.
+        return (type(self), (self.kind, self.shape, self.operands, self.serial_only, self.limits))
+
     def __post_init__(self) -> None:
         expected = operand_shapes(self.kind, self.shape)
         if len(expected) != len(self.operands):

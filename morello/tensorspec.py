@@ -38,6 +38,10 @@ class TensorSpec:
             object.__setattr__(self, "_hash", h)
         return h
 
+    def __reduce__(self):
+        # The cached hash is per-process (str hashing is salted): never pickle it.
+        return (type(self), (self.shape, self.dtype, self.level, self.layout, self.contig, self.vector_size))
+
     def __post_init__(self) -> None:
         if any(s < 1 for s in self.shape):
             raise SpecError(f"dimension sizes must be >= 1, got {self.shape}")

@@ -1,0 +1,146 @@
+"""The command line: every subcommand, and one clear line for every kind of bad input."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def morello(*args, env=None, tmp_db=None):
+    cmd = [sys.executable, "-m", "morello", *args]
+    if tmp_db is not None:
+        cmd += ["--db", str(tmp_db)]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+
+
+@pytest.fixture
+def db(tmp_path):
+    return tmp_path / "test.db"
+
+
+def assert_one_line_error(proc, *words):
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if l.strip() and not l.startswith("search:")]
+    assert len(lines) == 1, proc.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+def test_synth_prints_impl_tree_with_costs(db):
+    p = morello("synth", "matmul", "2", "3", "4", "-q", tmp_db=db)
+    assert p.returncode == 0, p.stderr
+    first = p.stdout.splitlines()[0]
+    assert "Matmul((1×2×3, f32, GL)" in first and "cost=" in first
+    assert any(l.startswith("  ") for l in p.stdout.splitlines())
+
+
+def test_emit_prints_c_with_kernel_and_harness(db):
+    p = morello("emit", "matmul", "3", "5", "2", "--batch", "2", "-q", tmp_db=db)
+    assert p.returncode == 0, p.stderr
+    assert "void kernel(const float *restrict lhs" in p.stdout
+    assert "double bench(" in p.stdout
+    assert "#include <immintrin.h>" in p.stdout
+
+
+@pytest.mark.isa("avx2")
+def test_run_matches_numpy(db):
+    p = morello("run", "matmul", "7", "13", "9", "-q", tmp_db=db)
+    assert p.returncode == 0, p.stderr
+    assert "matches numpy" in p.stdout
+
+
+@pytest.mark.isa("avx2")
+def test_bench_json_prints_exactly_one_object(db):
+    p = morello("bench", "matmul", "4", "4", "4", "--json", "--repeats", "2", tmp_db=db)
+    assert p.returncode == 0, p.stderr
+    result = json.loads(p.stdout)
+    assert p.stdout.strip().count("\n") == 0
+    assert result["verified"] is True
+    assert isinstance(result["spec"], str) and isinstance(result["cost"], int)
+    for key in ("gflops", "seconds_per_call", "synthesis_seconds"):
+        assert isinstance(result[key], float) and result[key] > 0
+    assert p.stderr == ""  # --json is quiet
+
+
+def test_db_stats_reports_what_a_search_stored(db):
+    assert morello("synth", "matmul", "2", "2", "2", "-q", tmp_db=db).returncode == 0
+    p = morello("db", "stats", "--json", tmp_db=db)
+    assert p.returncode == 0, p.stderr
+    stats = json.loads(p.stdout)
+    assert stats["boxes"] > 0 and stats["bytes"] == db.stat().st_size
+    assert stats["specs_covered"] >= stats["boxes"]
+
+
+def test_second_search_reuses_the_database(db):
+    assert morello("synth", "matmul", "4", "4", "4", "-q", tmp_db=db).returncode == 0
+    p = morello("bench", "matmul", "4", "4", "4", "--json", "--repeats", "1", tmp_db=db)
+    assert json.loads(p.stdout)["specs_solved"] == 0
+
+
+@pytest.mark.parametrize("sizes", [("0", "4", "4"), ("4", "-3", "4"), ("4", "4", "0")])
+def test_nonpositive_sizes_are_refused(db, sizes):
+    assert_one_line_error(morello("synth", "matmul", *sizes, tmp_db=db), ">= 1")
+
+
+def test_unknown_dtype_is_refused(db):
+    assert_one_line_error(morello("synth", "matmul", "2", "2", "2", "--dtype", "f64",
+                                  tmp_db=db), "unknown dtype")
+
+
+def test_unsupported_dtype_is_refused(db):
+    assert_one_line_error(morello("synth", "matmul", "2", "2", "2", "--dtype", "bf16",
+                                  tmp_db=db), "not supported")
+
+
+def test_unknown_target_is_refused(db):
+    assert_one_line_error(morello("synth", "matmul", "2", "2", "2", "--target", "avx9",
+                                  tmp_db=db), "unknown target")
+
+
+def test_unwritable_db_is_refused(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    os.chmod(ro, 0o500)
+    try:
+        target = ro / "sub" / "x.db"
+        if os.access(ro, os.W_OK):  # root ignores permissions: use a path under a file
+            (tmp_path / "file").write_text("")
+            target = tmp_path / "file" / "x.db"
+        assert_one_line_error(morello("synth", "matmul", "2", "2", "2", "--db", str(target)),
+                              "database")
+    finally:
+        os.chmod(ro, 0o700)
+
+
+def test_db_that_is_a_directory_is_refused(tmp_path):
+    assert_one_line_error(morello("synth", "matmul", "2", "2", "2", "--db", str(tmp_path)),
+                          "directory")
+
+
+def test_corrupt_db_is_refused(db):
+    db.write_bytes(b"\x00garbage\n\x01\x02")
+    assert_one_line_error(morello("synth", "matmul", "2", "2", "2", tmp_db=db), "corrupt")
+
+
+def test_foreign_target_db_is_refused(db):
+    db.write_text('{"format": "morello-db", "version": 1, "target": "avx512"}\n')
+    assert_one_line_error(morello("synth", "matmul", "2", "2", "2", tmp_db=db), "avx512")
+
+
+def test_missing_c_compiler_is_reported(db):
+    env = dict(os.environ, CC="/nonexistent/cc")
+    assert_one_line_error(morello("run", "matmul", "2", "2", "2", env=env, tmp_db=db),
+                          "C compiler")
+
+
+def test_help_teaches_commands_and_examples():
+    p = morello("--help")
+    assert p.returncode == 0
+    for word in ("synth", "emit", "run", "bench", "examples:", "--db"):
+        assert word in p.stdout
+    p = morello("bench", "--help")
+    assert p.returncode == 0 and "--json" in p.stdout and "--batch" in p.stdout
