@@ -1,0 +1,1 @@
+"""Benchmarks are run explicitly: ``pytest benchmarks --benchmark-only``."""
