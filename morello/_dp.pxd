@@ -10,6 +10,19 @@ cdef struct Vec:
     Py_ssize_t cap
 
 
+cdef enum:
+    REC = 10        # spec record: kind, rank, shape[4], tensor ids[3], serial
+    MAXK = 8        # most kinds
+
+
+cdef struct IntMap:
+    # open addressing map from fixed-width int64 keys to int64 values
+    Py_ssize_t width       # key width
+    Vec keys               # width ints per entry
+    Vec vals               # one value per entry
+    Vec slots              # entry index + 1, 0 = empty; size is a power of two
+
+
 cdef struct Frame:
     int64_t id
     int64_t limits[MAXL]
@@ -51,6 +64,22 @@ cdef class Solver:
     cdef Vec m_depth                # depth
     cdef Vec m_action               # action index, -1 = unsatisfiable
     cdef Vec m_next                 # next entry of the same id, -1 = end
+    # native expansion of Specs (None: ask compile_cb for flat rows)
+    cdef object native              # Python object with the transform callbacks
+    cdef IntMap spec_index          # spec record -> logical id
+    cdef Vec records                # REC ints per logical id
+    cdef Vec t_par                  # per tensor id: 1 if it may be tiled in parallel
+    cdef Vec t_vrf                  # per tensor id: 1 if it lives in VRF
+    cdef IntMap tile_cache          # (tid, shape[3]) -> tid of the tile, -1 invalid
+    cdef IntMap move_cache          # (kind, operand, tid) -> start in moves
+    cdef Vec moves                  # per cached list: count, then (valid, dest, level, units, const, view)
+    cdef int64_t nops[MAXK]         # operands per kind
+    cdef int64_t reads[MAXK]        # bitmask of operands read, per kind
+    cdef int64_t writes[MAXK]       # bitmask of operands written, per kind
+    cdef int64_t nkernels[MAXK]     # kernels per kind
+    cdef int64_t kunit[MAXK][16]    # per kind and kernel: bitmask of spec dims that must be 1
+    cdef int64_t kvrf[MAXK][16]     # per kind and kernel: 1 if some operand must be VRF
+    cdef int64_t processors, par_setup, par_iter
     cdef public int64_t specs_solved   # (id, limits) pairs solved
     cdef public int64_t rows_evaluated # (Spec, action) rows evaluated
 
@@ -58,3 +87,14 @@ cdef class Solver:
     cdef int _compile(self, int64_t i) except -1
     cdef int64_t _lookup(self, int64_t i, const int64_t *limits) noexcept nogil
     cdef int _store(self, Frame *f) except -1 nogil
+    cdef int _compile_native(self, int64_t i) except -1
+    cdef int64_t _intern(self, const int64_t *rec) except -2
+    cdef int64_t _tile(self, int64_t tid, const int64_t *shape) except -2
+    cdef int64_t _moves(self, int64_t kind, int64_t op, int64_t tid) except -2
+    cdef int _loop_row(self, const int64_t *rec, int64_t idx, int64_t sdim, int64_t size,
+                       bint par) except -1
+    cdef int _push_row(self, int64_t idx, int64_t const, int64_t level, int64_t units,
+                       int64_t nchildren, const int64_t *children,
+                       const int64_t *coefs) except -1
+    cdef int64_t _tiled(self, const int64_t *rec, int64_t sdim, int64_t size,
+                        bint serial) except -2

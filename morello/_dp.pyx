@@ -19,7 +19,8 @@ unsatisfiable result at ``limits`` covers ``[0, limits]``. Lookups scan the boxe
 """
 # cython: language_level=3
 cimport cython
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
+from libc.string cimport memcmp, memcpy, memset
 from libc.stdlib cimport free, realloc
 
 import numpy as np
@@ -48,6 +49,96 @@ cdef object _arr(Vec *v):
     for k in range(v.size):
         o[k] = v.data[k]
     return out
+
+
+cdef int vec_zeros(Vec *v, Py_ssize_t n) except -1 nogil:
+    """Make ``v`` hold ``n`` zeros."""
+    cdef int64_t *p = <int64_t *>realloc(v.data, max(n, 1) * sizeof(int64_t))
+    if p == NULL:
+        with gil:
+            raise MemoryError()
+    v.data = p
+    v.cap = max(n, 1)
+    v.size = n
+    memset(v.data, 0, n * sizeof(int64_t))
+    return 0
+
+
+cdef inline uint64_t hash_key(const int64_t *k, Py_ssize_t w) noexcept nogil:
+    cdef uint64_t h = 1469598103934665603ULL
+    cdef Py_ssize_t i
+    for i in range(w):
+        h = (h ^ <uint64_t>k[i]) * 1099511628211ULL
+        h ^= h >> 32
+    return h
+
+
+cdef int64_t map_get(IntMap *m, const int64_t *key) noexcept nogil:
+    cdef Py_ssize_t mask, pos, e
+    if m.slots.size == 0:
+        return -1
+    mask = m.slots.size - 1
+    pos = hash_key(key, m.width) & mask
+    while True:
+        e = m.slots.data[pos]
+        if e == 0:
+            return -1
+        e -= 1
+        if memcmp(m.keys.data + e * m.width, key, m.width * sizeof(int64_t)) == 0:
+            return m.vals.data[e]
+        pos = (pos + 1) & mask
+
+
+cdef int _slot_insert(IntMap *m, Py_ssize_t e) except -1 nogil:
+    cdef Py_ssize_t mask = m.slots.size - 1
+    cdef Py_ssize_t pos = hash_key(m.keys.data + e * m.width, m.width) & mask
+    while m.slots.data[pos] != 0:
+        pos = (pos + 1) & mask
+    m.slots.data[pos] = e + 1
+    return 0
+
+
+cdef int map_put(IntMap *m, const int64_t *key, int64_t val) except -1 nogil:
+    """Insert a key known to be absent. ``key`` must not point into ``m``."""
+    cdef Py_ssize_t i, n = m.vals.size, e
+    if (n + 1) * 2 > m.slots.size:
+        vec_zeros(&m.slots, max(<Py_ssize_t>1024, m.slots.size * 2))
+        for e in range(n):
+            _slot_insert(m, e)
+    for i in range(m.width):
+        vec_push(&m.keys, key[i])
+    vec_push(&m.vals, val)
+    _slot_insert(m, n)
+    return 0
+
+
+cdef void map_free(IntMap *m) noexcept nogil:
+    free(m.keys.data)
+    free(m.vals.data)
+    free(m.slots.data)
+    m.keys.data = m.vals.data = m.slots.data = NULL
+
+
+# Spec-shape dim -> operand dim, per kind and operand (-1: the operand lacks it).
+# Kinds: 0 Matmul, 1 MatmulAccum ([b,m,k,n]); 2 Move, 3 Zero (operand shape).
+cdef int64_t OPDIM[4][3][4]
+OPDIM[0][0][:] = [0, 1, 2, -1]
+OPDIM[0][1][:] = [0, -1, 1, 2]
+OPDIM[0][2][:] = [0, 1, -1, 2]
+OPDIM[1][0][:] = [0, 1, 2, -1]
+OPDIM[1][1][:] = [0, -1, 1, 2]
+OPDIM[1][2][:] = [0, 1, -1, 2]
+for _k in (2, 3):
+    for _o in range(3):
+        OPDIM[_k][_o][:] = [0, 1, 2, -1]
+
+
+cdef inline void operand_shape(const int64_t *rec, int64_t op, int64_t *out) noexcept nogil:
+    cdef int64_t kind = rec[0]
+    cdef int d
+    for d in range(4):
+        if OPDIM[kind][op][d] >= 0:
+            out[OPDIM[kind][op][d]] = rec[2 + d]
 
 
 cdef inline int64_t sat_add(int64_t a, int64_t b) noexcept nogil:
@@ -98,6 +189,10 @@ cdef class Solver:
             raise ValueError(f"at most {MAXL} memory levels")
         for l in range(self.L):
             self.reg[l] = 1 if register_levels[l] else 0
+        self.native = None
+        self.spec_index.width = REC
+        self.tile_cache.width = 4
+        self.move_cache.width = 3
 
     def __dealloc__(self):
         cdef Vec *vs[18]
@@ -110,6 +205,14 @@ cdef class Solver:
         for i in range(17):
             free(vs[i].data)
             vs[i].data = NULL
+        map_free(&self.spec_index)
+        map_free(&self.tile_cache)
+        map_free(&self.move_cache)
+        free(self.records.data)
+        free(self.t_par.data)
+        free(self.t_vrf.data)
+        free(self.moves.data)
+        self.records.data = self.t_par.data = self.t_vrf.data = self.moves.data = NULL
 
     cdef int _ensure_id(self, int64_t i) except -1:
         while self.row_start.size <= i:
@@ -119,6 +222,8 @@ cdef class Solver:
         return 0
 
     cdef int _compile(self, int64_t i) except -1:
+        if self.native is not None:
+            return self._compile_native(i)
         cdef list flat = self.compile_cb(i)
         cdef Py_ssize_t pos = 1, r, l, c, n_rows = flat[0], nc
         cdef int64_t e, child
@@ -355,3 +460,285 @@ cdef class Solver:
         finally:
             free(stack)
         return self.lookup(root, limits)
+
+    # ---- native expansion -----------------------------------------------------------
+    # The Python rewrites are compiled into per-operand transform tables (tile an operand
+    # to a shape; the moves of an operand), filled lazily through ``native`` callbacks and
+    # cached here. Enumerating a Spec's actions then needs Python only for kernel
+    # applicability, and only when a kernel's cheap necessary conditions hold. The order of
+    # rows is exactly ``morello.rewrites.actions``' order (tested for parity).
+
+    def configure(self, native, nops, reads, writes, kernel_units, kernel_vrf,
+                  int64_t processors, int64_t par_setup, int64_t par_iter):
+        """Switch to native expansion. Per kind: operand count, read/written operand
+        bitmasks, and per kernel the bitmask of dims that must be 1 and the VRF flag."""
+        cdef Py_ssize_t k, j
+        self.native = native
+        for k in range(len(nops)):
+            self.nops[k] = nops[k]
+            self.reads[k] = reads[k]
+            self.writes[k] = writes[k]
+            self.nkernels[k] = len(kernel_units[k])
+            for j in range(len(kernel_units[k])):
+                self.kunit[k][j] = kernel_units[k][j]
+                self.kvrf[k][j] = kernel_vrf[k][j]
+        self.processors = processors
+        self.par_setup = par_setup
+        self.par_iter = par_iter
+
+    def set_tensor(self, int64_t tid, bint parallel_ok, bint vrf):
+        while self.t_par.size <= tid:
+            vec_push(&self.t_par, 0)
+            vec_push(&self.t_vrf, 0)
+        self.t_par.data[tid] = parallel_ok
+        self.t_vrf.data[tid] = vrf
+
+    def intern(self, rec):
+        """Logical id of a Spec record ``(kind, rank, shape[4], tensor ids[3], serial)``."""
+        cdef int64_t r[REC]
+        cdef Py_ssize_t j
+        for j in range(REC):
+            r[j] = rec[j]
+        return self._intern(r)
+
+    def record(self, int64_t i):
+        return tuple(self.records.data[i * REC + j] for j in range(REC))
+
+    @property
+    def n_specs(self):
+        return self.records.size // REC
+
+    def rows_of(self, int64_t i):
+        """Compile ``i`` if needed; its rows as (index, const, own, children, coefs)."""
+        cdef Py_ssize_t r, e
+        self._ensure_id(i)
+        if self.row_start.data[i] < 0:
+            self._compile(i)
+        out = []
+        for r in range(self.row_start.data[i], self.row_start.data[i] + self.row_count.data[i]):
+            cs = self.r_child_start.data[r]
+            cn = self.r_child_count.data[r]
+            out.append((self.r_index.data[r], self.r_const.data[r],
+                        tuple(self.r_own.data[r * self.L + l] for l in range(self.L)),
+                        tuple(self.e_child.data[e] for e in range(cs, cs + cn)),
+                        tuple(self.e_coef.data[e] for e in range(cs, cs + cn))))
+        return out
+
+    cdef int64_t _intern(self, const int64_t *rec) except -2:
+        cdef int64_t i = map_get(&self.spec_index, rec)
+        cdef Py_ssize_t j
+        cdef int64_t copy[REC]
+        if i >= 0:
+            return i
+        memcpy(copy, rec, REC * sizeof(int64_t))
+        i = self.records.size // REC
+        for j in range(REC):
+            vec_push(&self.records, copy[j])
+        map_put(&self.spec_index, copy, i)
+        self._ensure_id(i)
+        return i
+
+    cdef int64_t _tile(self, int64_t tid, const int64_t *shape) except -2:
+        cdef int64_t key[4]
+        key[0] = tid
+        key[1] = shape[0]
+        key[2] = shape[1]
+        key[3] = shape[2]
+        cdef int64_t r = map_get(&self.tile_cache, key)
+        if r != -1 or self.tile_cache.slots.size and _has(&self.tile_cache, key):
+            return r
+        r = self.native.tile(tid, (shape[0], shape[1], shape[2]))
+        map_put(&self.tile_cache, key, r)
+        return r
+
+    cdef int64_t _moves(self, int64_t kind, int64_t op, int64_t tid) except -2:
+        cdef int64_t key[3]
+        key[0] = kind
+        key[1] = op
+        key[2] = tid
+        cdef int64_t start = map_get(&self.move_cache, key)
+        cdef Py_ssize_t j
+        if start >= 0:
+            return start
+        flat = self.native.moves(kind, op, tid)
+        start = self.moves.size
+        for j in range(len(flat)):
+            vec_push(&self.moves, flat[j])
+        map_put(&self.move_cache, key, start)
+        return start
+
+    cdef int _push_row(self, int64_t idx, int64_t const, int64_t level, int64_t units,
+                       int64_t nchildren, const int64_t *children,
+                       const int64_t *coefs) except -1:
+        cdef Py_ssize_t l, c
+        vec_push(&self.r_index, idx)
+        vec_push(&self.r_const, const)
+        for l in range(self.L):
+            vec_push(&self.r_own, units if l == level else 0)
+        vec_push(&self.r_child_start, self.e_child.size)
+        vec_push(&self.r_child_count, nchildren)
+        for c in range(nchildren):
+            vec_push(&self.e_child, children[c])
+            vec_push(&self.e_coef, coefs[c])
+        return 0
+
+    cdef int64_t _tiled(self, const int64_t *rec, int64_t sdim, int64_t size,
+                        bint serial) except -2:
+        cdef int64_t t[REC]
+        cdef int64_t shp[3]
+        cdef int64_t op, d, tid
+        memcpy(t, rec, REC * sizeof(int64_t))
+        t[2 + sdim] = size
+        t[9] = serial
+        for op in range(self.nops[rec[0]]):
+            d = OPDIM[rec[0]][op][sdim]
+            if d < 0:
+                continue
+            operand_shape(t, op, shp)
+            tid = self._tile(rec[6 + op], shp)
+            if tid < 0:
+                return -1
+            t[6 + op] = tid
+        return self._intern(t)
+
+    cdef int _loop_row(self, const int64_t *rec, int64_t idx, int64_t sdim, int64_t size,
+                       bint par) except -1:
+        cdef int64_t extent = rec[2 + sdim], full, rem, op, body, bnd, nch = 1
+        cdef int64_t children[2]
+        cdef int64_t coefs[2]
+        cdef bint serial = rec[9] != 0
+        if size < 1 or size >= extent:
+            return 0
+        if par:
+            if serial:
+                return 0
+            for op in range(self.nops[rec[0]]):
+                if not self.t_par.data[rec[6 + op]]:
+                    return 0
+        full = extent // size
+        rem = extent % size
+        body = self._tiled(rec, sdim, size, serial or par)
+        if body < 0:
+            return 0
+        children[0] = body
+        coefs[0] = (full + self.processors - 1) // self.processors if par else full
+        if rem:
+            bnd = self._tiled(rec, sdim, rem, serial or par)
+            if bnd < 0:
+                return 0
+            children[1] = bnd
+            coefs[1] = 1
+            nch = 2
+        self._push_row(idx, self.par_setup + self.par_iter * coefs[0] if par else 0,
+                       0, 0, nch, children, coefs)
+        return 0
+
+    cdef int _compile_native(self, int64_t i) except -1:
+        cdef int64_t rec[REC]
+        cdef int64_t t[REC]
+        cdef int64_t shp[3]
+        cdef int64_t children[3]
+        cdef int64_t ones[3]
+        cdef int64_t kind, op, j, n, start, base, dest, nch, idx = 0, top, d, size, par
+        cdef int64_t outdims[3]
+        cdef Py_ssize_t k
+        cdef bint any_kernel, ok, view
+        memcpy(rec, self.records.data + i * REC, REC * sizeof(int64_t))
+        ones[0] = ones[1] = ones[2] = 1
+        kind = rec[0]
+        self._ensure_id(i)
+        self.row_start.data[i] = self.r_index.size
+        # 1. moves, operand by operand
+        for op in range(self.nops[kind]):
+            start = self._moves(kind, op, rec[6 + op])
+            n = self.moves.data[start]
+            for j in range(n):
+                base = start + 1 + 6 * j
+                if self.moves.data[base]:
+                    dest = self.moves.data[base + 1]
+                    nch = 0
+                    operand_shape(rec, op, shp)
+                    view = self.moves.data[base + 5] != 0
+                    if not view and (self.reads[kind] >> op) & 1:
+                        t[0] = 2; t[1] = 3; t[2] = shp[0]; t[3] = shp[1]; t[4] = shp[2]
+                        t[5] = 0; t[6] = rec[6 + op]; t[7] = dest; t[8] = -1; t[9] = rec[9]
+                        children[nch] = self._intern(t)
+                        nch += 1
+                    memcpy(t, rec, REC * sizeof(int64_t))
+                    t[6 + op] = dest
+                    children[nch] = self._intern(t)
+                    nch += 1
+                    if not view and (self.writes[kind] >> op) & 1:
+                        t[0] = 2; t[1] = 3; t[2] = shp[0]; t[3] = shp[1]; t[4] = shp[2]
+                        t[5] = 0; t[6] = dest; t[7] = rec[6 + op]; t[8] = -1; t[9] = rec[9]
+                        children[nch] = self._intern(t)
+                        nch += 1
+                    base = start + 1 + 6 * j  # the move table may have grown
+                    self._push_row(idx, self.moves.data[base + 4], self.moves.data[base + 2],
+                                   self.moves.data[base + 3], nch, children, ones)
+                idx += 1
+        # 2. tiles of the output, serial then parallel
+        if kind <= 1:
+            outdims[0] = 0; outdims[1] = 1; outdims[2] = 3
+        else:
+            outdims[0] = 0; outdims[1] = 1; outdims[2] = 2
+        top = max(rec[2 + outdims[0]], rec[2 + outdims[1]], rec[2 + outdims[2]])
+        for par in range(1 if rec[9] else 2):
+            for d in range(3):
+                size = 1
+                while size < top:
+                    self._loop_row(rec, idx, outdims[d], size, par == 1)
+                    idx += 1
+                    size *= 2
+        # 3. kernels, asking Python only when a kernel's necessary conditions hold
+        any_kernel = False
+        for k in range(self.nkernels[kind]):
+            ok = True
+            for d in range(4):
+                if (self.kunit[kind][k] >> d) & 1 and rec[2 + d] != 1:
+                    ok = False
+            if ok and self.kvrf[kind][k]:
+                ok = False
+                for op in range(self.nops[kind]):
+                    if self.t_vrf.data[rec[6 + op]]:
+                        ok = True
+            if ok:
+                any_kernel = True
+                break
+        if any_kernel:
+            flat = self.native.select(i)
+            for k in range(0, len(flat), 3):
+                self._push_row(idx + flat[k], flat[k + 1], 1, flat[k + 2], 0, children, ones)
+        idx += self.nkernels[kind]
+        # 4. ToAccum (Matmul) or reduction splits (MatmulAccum)
+        if kind == 0:
+            operand_shape(rec, 2, shp)
+            t[0] = 3; t[1] = 3; t[2] = shp[0]; t[3] = shp[1]; t[4] = shp[2]
+            t[5] = 0; t[6] = rec[8]; t[7] = -1; t[8] = -1; t[9] = rec[9]
+            children[0] = self._intern(t)
+            memcpy(t, rec, REC * sizeof(int64_t))
+            t[0] = 1
+            children[1] = self._intern(t)
+            self._push_row(idx, 0, 0, 0, 2, children, ones)
+            idx += 1
+        elif kind == 1:
+            size = 1
+            while size < rec[4]:
+                self._loop_row(rec, idx, 2, size, False)
+                idx += 1
+                size *= 2
+        self.row_count.data[i] = self.r_index.size - self.row_start.data[i]
+        return 0
+
+
+cdef bint _has(IntMap *m, const int64_t *key) noexcept nogil:
+    cdef Py_ssize_t mask = m.slots.size - 1, e
+    cdef Py_ssize_t pos = hash_key(key, m.width) & mask
+    while True:
+        e = m.slots.data[pos]
+        if e == 0:
+            return False
+        e -= 1
+        if memcmp(m.keys.data + e * m.width, key, m.width * sizeof(int64_t)) == 0:
+            return True
+        pos = (pos + 1) & mask

@@ -65,7 +65,7 @@ def _engine(target: Target, db_path: Path | None, progress) -> Engine:
 def _save(eng: Engine, db_path: Path) -> int:
     ids, lo, hi, main, peaks, depth, action = eng.solver.entries()
     boxes = [
-        (eng.specs[int(i)], tuple(map(int, l)), tuple(map(int, h)), int(m),
+        (eng.spec_of(int(i)), tuple(map(int, l)), tuple(map(int, h)), int(m),
          tuple(map(int, p)), int(d), int(a))
         for i, l, h, m, p, d, a in zip(ids, lo, hi, main, peaks, depth, action)
     ]

@@ -18,8 +18,13 @@ from morello import _dp
 from morello.cost import Cost
 from morello.errors import SpecError
 from morello.memory import LEVELS, MemoryLimits, Target
+from morello.cost import move_cost
+from morello.kernels.avx2 import kernels_for
+from morello.memory import Level
 from morello.rewrites import actions
-from morello.specs import Spec
+from morello.rewrites.move import operand_moves
+from morello.specs import READS, WRITES, PrimKind, Spec, operand_shapes
+from morello.tensorspec import TensorSpec
 
 NL = len(LEVELS)
 UNBOUNDED = MemoryLimits(tuple(1 << 40 for _ in LEVELS))
@@ -49,33 +54,115 @@ class SearchStats:
 
 
 class Engine:
-    """A logical graph plus its DP solver: one per target, reused across queries."""
+    """A logical graph plus its DP solver: one per target, reused across queries.
 
-    def __init__(self, target: Target, progress: Callable | None = None) -> None:
+    With ``native=True`` (the default) the Cython core enumerates actions itself from
+    per-operand transform tables that this class fills on demand (``tile``, ``moves``,
+    ``select``); with ``native=False`` every logical Spec is expanded here in Python (the
+    slow path, kept as a parity reference).
+    """
+
+    def __init__(self, target: Target, progress: Callable | None = None,
+                 native: bool = True) -> None:
         self.target = target
-        self.ids: dict[Spec, int] = {}
-        self.specs: list[Spec] = []
         self.progress = progress
         self._t0 = time.perf_counter()
         self._last = 0.0
         self.solver = _dp.Solver(self._compile, [l.counts_registers for l in LEVELS])
+        self.native = native
+        self.tensors: list[TensorSpec] = []
+        self.tids: dict[TensorSpec, int] = {}
+        self._specs: list[Spec] = []  # decoded logical Specs, by id (cache)
+        if native:
+            self._configure()
 
-    def id_of(self, spec: Spec) -> int:
-        key = logical(spec)
-        i = self.ids.get(key)
+    # -- identities ----------------------------------------------------------------
+    def tid_of(self, t: TensorSpec) -> int:
+        i = self.tids.get(t)
         if i is None:
-            i = self.ids[key] = len(self.specs)
-            self.specs.append(key)
+            i = self.tids[t] = len(self.tensors)
+            self.tensors.append(t)
+            self.solver.set_tensor(i, t.level.can_parallel_tile, t.level is Level.VRF)
         return i
 
+    def id_of(self, spec: Spec) -> int:
+        tids = [self.tid_of(o) for o in spec.operands] + [-1] * (3 - len(spec.operands))
+        shape = list(spec.shape) + [0] * (4 - len(spec.shape))
+        return self.solver.intern(
+            (int(spec.kind), len(spec.shape), *shape, *tids, int(spec.serial_only)))
+
+    def spec_of(self, i: int) -> Spec:
+        while len(self._specs) <= i:
+            self._specs.append(None)
+        spec = self._specs[i]
+        if spec is None:
+            kind, rank, *rest = self.solver.record(i)
+            shape, tids, serial = rest[:rank], rest[4:7], rest[7]
+            ops = tuple(self.tensors[t] for t in tids if t >= 0)
+            spec = self._specs[i] = Spec(PrimKind(kind), tuple(shape), ops, bool(serial),
+                                         UNBOUNDED)
+        return spec
+
+    @property
+    def specs(self) -> list[Spec]:
+        return [self.spec_of(i) for i in range(self.solver.n_specs)]
+
+    # -- native callbacks ----------------------------------------------------------
+    def _configure(self) -> None:
+        kinds = list(PrimKind)
+        nops = [len(operand_shapes(k, (1, 1, 1, 1) if k <= 1 else (1, 1, 1))) for k in kinds]
+        reads = [sum(1 << i for i in READS[k]) for k in kinds]
+        writes = [sum(1 << i for i in WRITES[k]) for k in kinds]
+        units = [[sum(1 << d for d in kn.unit_dims) for kn in kernels_for(k)] for k in kinds]
+        vrf = [[int(kn.needs_vrf) for kn in kernels_for(k)] for k in kinds]
+        t = self.target
+        self.solver.configure(self, nops, reads, writes, units, vrf, t.processors,
+                              t.parallel_setup_cost, t.parallel_iter_cost)
+
+    def tile(self, tid: int, shape: tuple[int, ...]) -> int:
+        t = self.tensors[tid]
+        if not t.valid_tile_shape(shape):
+            return -1
+        return self.tid_of(t.tile(shape))
+
+    def moves(self, kind: int, op: int, tid: int) -> list[int]:
+        t = self.tensors[tid]
+        flat = []
+        acts = operand_moves(PrimKind(kind), op, t, self.target)
+        for m in acts:
+            dest = m.destination_of(t)
+            if dest is None:
+                flat.extend((0, 0, 0, 0, 0, 0))
+                continue
+            new, view = dest
+            flat.extend((1, self.tid_of(new), int(m.level), m.units(new, self.target),
+                         move_cost(t, self.target) + move_cost(new, self.target), int(view)))
+        return [len(acts)] + flat
+
+    def select(self, i: int) -> list[int]:
+        spec = self.spec_of(i)
+        flat = []
+        for pos, k in enumerate(kernels_for(spec.kind)):
+            if k.applies_to(spec, self.target):
+                flat.extend((pos, k.cost(spec, self.target), k.vrf_regs))
+        self._tick()
+        return flat
+
+    def _tick(self) -> None:
+        if self.progress is not None:
+            now = time.perf_counter() - self._t0
+            if now - self._last > 0.5:
+                self._last = now
+                self.progress(self.solver.compiled_ids, self.solver.n_specs,
+                              self.solver.specs_solved, now)
+
     def _compile(self, i: int) -> list[int]:
-        """Template rows of logical Spec ``i``, flattened for the core (see ``_dp``):
+        """Template rows of logical Spec ``i``, expanded in Python (``native=False``):
         ``[n_rows, (index, const, own * L, n_children, (child, coef) * n_children) * n_rows]``.
         """
-        spec = self.specs[i]
+        spec = self.spec_of(i)
         flat = [0]
         rows = 0
-        id_of = self.id_of
         target = self.target
         for idx, act in enumerate(actions(spec, target)):
             exp = act.expand(spec, target)
@@ -87,15 +174,10 @@ class Engine:
             flat.extend(exp.own)
             flat.append(len(exp.children))
             for c, k in zip(exp.children, exp.coefs):
-                flat.append(id_of(c))
+                flat.append(self.id_of(logical(c)))
                 flat.append(k)
         flat[0] = rows
-        if self.progress is not None:
-            now = time.perf_counter() - self._t0
-            if now - self._last > 0.5:
-                self._last = now
-                self.progress(self.solver.compiled_ids, len(self.specs),
-                              self.solver.specs_solved, now)
+        self._tick()
         return flat
 
     def solve(self, goal: Spec) -> tuple[Solution | None, SearchStats]:
@@ -107,7 +189,7 @@ class Engine:
         before = (self.solver.specs_solved, self.solver.rows_evaluated)
         self.solver.solve(self.id_of(goal), goal.limits.units)
         stats = SearchStats(
-            len(self.specs),
+            self.solver.n_specs,
             self.solver.specs_solved - before[0],
             self.solver.rows_evaluated - before[1],
             time.perf_counter() - t0,

@@ -33,6 +33,10 @@ class Kernel:
     vrf_regs: int
     emit: Callable  # (writer, spec, operands) -> None
     doc: str = ""
+    # Cheap necessary conditions the search core checks before asking ``check``:
+    # Spec dims that must be 1, and whether some operand must be in VRF.
+    unit_dims: tuple[int, ...] = ()
+    needs_vrf: bool = False
 
     def applies_to(self, spec: Spec, target: Target) -> bool:
         return spec.kind is self.kind and self.check(spec, target) is None
@@ -234,25 +238,29 @@ def _vector_zero_emit(w, spec, ops) -> None:
 KERNELS: tuple[Kernel, ...] = (
     Kernel("MultAdd", PrimKind.MATMUL_ACCUM, _mult_add_check,
            lambda s, t: 1 + _io(s, t), 0, _mult_add_emit,
-           "out += lhs * rhs on scalars"),
+           "out += lhs * rhs on scalars", unit_dims=(0, 1, 2, 3)),
     Kernel("BroadcastVecMultAdd", PrimKind.MATMUL_ACCUM, _bvma_check,
            lambda s, t: 2 * _vecs(s.operands[2]) + 1, 1, _bvma_emit,
-           "broadcast a scalar of lhs, FMA with rhs vectors into out vectors"),
+           "broadcast a scalar of lhs, FMA with rhs vectors into out vectors",
+           unit_dims=(0, 1, 2), needs_vrf=True),
     Kernel("DotProductLoop", PrimKind.MATMUL_ACCUM, _dot_check,
            lambda s, t: s.shape[2] // 4 + move_cost(s.operands[2], t), 5, _dot_emit,
-           "vectorized dot product of a contiguous row and column"),
+           "vectorized dot product of a contiguous row and column", unit_dims=(0, 1, 3)),
     Kernel("Assign", PrimKind.MOVE, _assign_check,
-           lambda s, t: 1 + _io(s, t), 0, _assign_emit, "scalar copy"),
+           lambda s, t: 1 + _io(s, t), 0, _assign_emit, "scalar copy",
+           unit_dims=(0, 1, 2)),
     Kernel("VectorAssign", PrimKind.MOVE, _vassign_check,
            lambda s, t: s.volume // (s.operands[0].vector_size or s.operands[1].vector_size),
-           0, _vassign_emit, "vector loads/stores between VRF and memory"),
+           0, _vassign_emit, "vector loads/stores between VRF and memory", needs_vrf=True),
     # Differs from the reference (cost 1 whatever the size): memset touches every line.
     Kernel("MemsetZero", PrimKind.ZERO, _memset_check,
            lambda s, t: 1 + move_cost(s.operands[0], t), 0, _memset_emit, "memset"),
     Kernel("ValueZero", PrimKind.ZERO, _value_zero_check,
-           lambda s, t: 1 + _io(s, t), 0, _value_zero_emit, "scalar = 0"),
+           lambda s, t: 1 + _io(s, t), 0, _value_zero_emit, "scalar = 0",
+           unit_dims=(0, 1, 2)),
     Kernel("VectorZero", PrimKind.ZERO, _vector_zero_check,
-           lambda s, t: _vecs(s.operands[0]), 0, _vector_zero_emit, "vector registers = 0"),
+           lambda s, t: _vecs(s.operands[0]), 0, _vector_zero_emit, "vector registers = 0",
+           needs_vrf=True),
 )
 
 BY_NAME = {k.name: k for k in KERNELS}

@@ -60,7 +60,9 @@ class Move:
 
     def destination(self, spec: Spec) -> tuple[TensorSpec, bool] | None:
         """The new operand TensorSpec and whether it is a cache view."""
-        t = spec.operands[self.operand]
+        return self.destination_of(spec.operands[self.operand])
+
+    def destination_of(self, t: TensorSpec) -> tuple[TensorSpec, bool] | None:
         if self.layout is None:
             if self.level is not Level.L1 or t.level is not Level.GL:
                 return None
@@ -74,14 +76,17 @@ class Move:
             return None
         return new, False
 
+    def units(self, new: TensorSpec, target: Target) -> int:
+        # GL is not a constrained resource: buffers there are not counted.
+        return 0 if self.level is Level.GL else new.units(target)
+
     def expand(self, spec: Spec, target: Target) -> Expansion | None:
         dest = self.destination(spec)
         if dest is None:
             return None
         new, view = dest
         t = spec.operands[self.operand]
-        # GL is not a constrained resource: buffers there are not counted.
-        units = 0 if self.level is Level.GL else new.units(target)
+        units = self.units(new, target)
         limits = spec.limits.subtract(self.level, units)
         if limits is None:
             return None
@@ -111,41 +116,48 @@ def _move_spec(src: TensorSpec, dst: TensorSpec, parent: Spec, limits) -> Spec:
 
 def move_actions(spec: Spec, target: Target) -> list[Move]:
     acts: list[Move] = []
-    relayout_ok = spec.kind in (PrimKind.MATMUL, PrimKind.MATMUL_ACCUM)
     for i, t in enumerate(spec.operands):
-        if not relayout_ok:
-            # Moves and fills only stage operands through L1 (a cache view); anything
-            # else would re-create the Move Spec itself one level down.
-            if t.level is Level.GL:
-                acts.append(Move(i, Level.L1, None))
-            continue
-        cands = layout_candidates(t.shape)
-        # Only relayout "forward" in the candidate order, so relayout chains are finite.
-        start = cands.index(t.layout) + 1 if t.layout in cands else 0
-        for level in DESTINATIONS[t.level]:
-            if level is Level.VRF:
-                # No matmul kernel reads lhs from vector registers: a dead end.
-                if i == 0:
-                    continue
-                rm = _row_major_for(t.shape)
-                phys = rm.physical_shape(t.shape)
-                for vb in reversed(target.vector_bytes):
-                    vs = vb // t.dtype.size
-                    # Narrower vectors only where the wider ones cannot tile the row.
-                    if phys and phys[-1] % vs == 0:
-                        acts.append(Move(i, level, rm, vs))
-                        break
-            elif level is Level.RF:
-                # Scalar registers hold scalars: kernels only read RF operands of size 1.
-                if t.volume == 1:
-                    acts.append(Move(i, level, _row_major_for(t.shape)))
-            else:
-                if level is Level.L1 and t.level is Level.GL:
-                    acts.append(Move(i, level, None))
-                # Packing and transposing copies: inputs only, into GL buffers.
-                if level is Level.GL and i not in WRITES[spec.kind]:
-                    acts.extend(Move(i, level, lay) for lay in cands[start:])
+        acts.extend(operand_moves(spec.kind, i, t, target))
     return acts
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tuple[Move, ...]:
+    """The Move actions of operand ``i`` (of a Spec of ``kind``), in their fixed order."""
+    acts: list[Move] = []
+    if kind not in (PrimKind.MATMUL, PrimKind.MATMUL_ACCUM):
+        # Moves and fills only stage operands through L1 (a cache view); anything
+        # else would re-create the Move Spec itself one level down.
+        if t.level is Level.GL:
+            acts.append(Move(i, Level.L1, None))
+        return tuple(acts)
+    cands = layout_candidates(t.shape)
+    # Only relayout "forward" in the candidate order, so relayout chains are finite.
+    start = cands.index(t.layout) + 1 if t.layout in cands else 0
+    for level in DESTINATIONS[t.level]:
+        if level is Level.VRF:
+            # No matmul kernel reads lhs from vector registers: a dead end.
+            if i == 0:
+                continue
+            rm = _row_major_for(t.shape)
+            phys = rm.physical_shape(t.shape)
+            for vb in reversed(target.vector_bytes):
+                vs = vb // t.dtype.size
+                # Narrower vectors only where the wider ones cannot tile the row.
+                if phys and phys[-1] % vs == 0:
+                    acts.append(Move(i, level, rm, vs))
+                    break
+        elif level is Level.RF:
+            # Scalar registers hold scalars: kernels only read RF operands of size 1.
+            if t.volume == 1:
+                acts.append(Move(i, level, _row_major_for(t.shape)))
+        else:
+            if level is Level.L1 and t.level is Level.GL:
+                acts.append(Move(i, level, None))
+            # Packing and transposing copies: inputs only, into GL buffers.
+            if level is Level.GL and i not in WRITES[kind]:
+                acts.extend(Move(i, level, lay) for lay in cands[start:])
+    return tuple(acts)
 
 
 @functools.lru_cache(maxsize=1 << 12)
