@@ -1,0 +1,44 @@
+"""The Cython core's native action expansion equals the Python rewrites, row for row."""
+from __future__ import annotations
+
+import pytest
+
+import morello
+from morello.memory import AVX2
+from morello.rewrites import actions
+from morello.search import Engine, logical
+
+
+def python_rows(spec):
+    rows = []
+    for idx, act in enumerate(actions(spec, AVX2)):
+        exp = act.expand(spec, AVX2)
+        if exp is not None:
+            rows.append((idx, exp.const, tuple(exp.own),
+                         tuple(logical(c) for c in exp.children), tuple(exp.coefs)))
+    return rows
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 3, 5), (2, 4, 4, 4), (1, 3, 1, 7), (1, 9, 2, 16)])
+@pytest.mark.parametrize("serial", [True, False])
+def test_native_expansion_equals_python_rewrites(shape, serial):
+    b, m, k, n = shape
+    eng = Engine(AVX2)
+    eng.solve(morello.matmul(m, k, n, batch=b, serial=serial))
+    checked = 0
+    for i in range(eng.solver.n_specs):
+        spec = eng.spec_of(i)
+        native = [(idx, const, own, tuple(eng.spec_of(c) for c in kids), coefs)
+                  for idx, const, own, kids, coefs in eng.solver.rows_of(i)]
+        assert native == python_rows(spec), spec
+        checked += 1
+    assert checked > 50
+
+
+@pytest.mark.parametrize("shape", [(1, 4, 4, 4), (2, 3, 5, 7), (1, 8, 16, 8)])
+def test_native_and_python_engines_find_the_same_optimum(shape):
+    b, m, k, n = shape
+    spec = morello.matmul(m, k, n, batch=b)
+    fast, _ = Engine(AVX2).solve(spec)
+    slow, _ = Engine(AVX2, native=False).solve(spec)
+    assert fast == slow
