@@ -1,0 +1,311 @@
+"""Spec <-> integer coordinates: the encoders the memo table and the Cython core see.
+
+A Spec maps to a *table key* and a *point*. The key names the table and holds only what
+never changes between a Spec and the sub-Specs in the same table: the kind family, the
+dtypes and the rank. The point is a tuple of non-negative integers, in this order:
+
+====================  ==========  ===================================================
+segment               length      value
+====================  ==========  ===================================================
+accum                 1 (Matmul)  ``0`` for MatmulAccum, ``1`` for Matmul
+shape                 rank        ``size - 1`` per Spec-shape dim (any size >= 1)
+per operand           4 each      ``level``, ``layout_code``, contig deficit
+                                  (``len(layout.dims) - contig``), vector size index
+serial                1           ``0`` if ``serial_only`` else ``1``
+memory limits         4           RF and VRF raw register counts; L1 and GL as
+                                  ``bit_length`` of their power-of-two line counts
+====================  ==========  ===================================================
+
+Why this order and these signs. Within one table an action's sub-Specs have coordinates
+no larger than their parent's in the accum, shape, level, serial and limit segments:
+``ToAccum`` turns a Matmul (accum 1) into a MatmulAccum (accum 0); ``TileOut`` and
+``Split`` shrink shape dims; ``Move`` takes an operand to a faster level (levels count
+RF=0 up to GL=3); parallel loops run serial bodies (serial 0 < parallel 1); and every
+allocation lowers a limit (``bit_length`` keeps the order of powers of two). So a sweep
+in increasing coordinate order meets dependencies first, and neighbouring points hold
+similar answers. Layout codes, contiguity deficits and vector size indices carry no
+such order; they are exact but not monotone, and a sweep keeps them out of its grid.
+Sub-Specs of other kinds (Zero and Move logues of a Matmul) live in other tables.
+
+Every encoder has an exact inverse on the Specs it is ``defined_for`` (all canonical
+Specs of the target): ``spec_from_coords(spec_key(s), spec_point(s)) == s``.
+"""
+from __future__ import annotations
+
+import math
+
+from morello.dtypes import BY_NAME as DTYPES_BY_NAME
+from morello.layouts import Layout, PhysDim
+from morello.memory import AVX2, LEVELS, NLEVELS, Level, MemoryLimits, Target
+from morello.specs import PrimKind, Spec, operand_shapes
+from morello.tensorspec import TensorSpec
+
+__all__ = [
+    "defined_for",
+    "layout_code",
+    "layout_from_code",
+    "point_len",
+    "spec_from_coords",
+    "spec_key",
+    "spec_point",
+]
+
+# Families of kinds sharing one table; the accum coordinate tells the members apart.
+_FAMILY = {
+    PrimKind.MATMUL: "Matmul",
+    PrimKind.MATMUL_ACCUM: "Matmul",
+    PrimKind.MOVE: "Move",
+    PrimKind.ZERO: "Zero",
+}
+_N_OPERANDS = {"Matmul": 3, "Move": 2, "Zero": 1}
+_HAS_ACCUM = {"Matmul"}
+_OPERAND_COORDS = 4
+
+
+# --- Natural-number pairing ----------------------------------------------------------
+
+def _pair(a: int, b: int) -> int:
+    """Cantor's bijection N x N -> N."""
+    return (a + b) * (a + b + 1) // 2 + b
+
+
+def _unpair(z: int) -> tuple[int, int]:
+    # w = a + b is the largest w with w(w+1)/2 <= z; isqrt keeps this exact for big z.
+    w = (math.isqrt(8 * z + 1) - 1) // 2
+    b = z - w * (w + 1) // 2
+    return w - b, b
+
+
+def _encode_seq(xs: list[int]) -> int:
+    """A bijection from sequences of naturals of a *known* length to N."""
+    if not xs:
+        return 0
+    code = xs[-1]
+    for x in reversed(xs[:-1]):
+        code = _pair(x, code)
+    return code
+
+
+def _decode_seq(code: int, n: int) -> list[int]:
+    if n == 0:
+        if code:
+            raise ValueError(f"code {code} is not the empty sequence")
+        return []
+    out = []
+    for _ in range(n - 1):
+        x, code = _unpair(code)
+        out.append(x)
+    out.append(code)
+    return out
+
+
+# --- Layouts -------------------------------------------------------------------------
+
+def layout_code(layout: Layout, rank: int) -> int:
+    """An integer naming ``layout`` among the layouts of tensors of ``rank`` dims.
+
+    Built from two naturals:
+
+    - ``structure``: each physical dim is a digit ``2 * dim + packed`` in radix
+      ``R = 2 * rank``; the digits of a layout of ``n`` physical dims, read outer to
+      inner, form a radix-R number offset by ``R^0 + ... + R^(n-1)`` (the count of all
+      shorter digit strings), so the offset is the length prefix and distinct layouts
+      never share a structure up to their pack sizes;
+    - ``packs``: the pack sizes ``p >= 1`` of the packed dims, outer to inner, as
+      ``p - 1`` folded with Cantor pairing (their count comes from the structure).
+
+    A layout without packs gets the even code ``2 * structure``; one with packs the odd
+    code ``2 * pair(structure, packs) + 1``, so the common unpacked layouts keep small
+    codes. The map is injective on tuples of ``PhysDim(dim < rank, pack >= 1 or None)``
+    and ``layout_from_code`` is its exact inverse (it refuses codes outside the image).
+    Example, rank 3: row-major ``[0, 1, 2]`` has structure ``(1 + 6 + 36) + 0*36 + 2*6
+    + 4 = 59`` and code 118.
+    """
+    radix = 2 * rank
+    structure = sum(radix**k for k in range(len(layout.dims)))
+    digits = 0
+    packs: list[int] = []
+    for pd in layout.dims:
+        if not 0 <= pd.dim < rank:
+            raise ValueError(f"layout {layout} names dim {pd.dim}, outside rank {rank}")
+        packed = pd.pack is not None
+        if packed:
+            if isinstance(pd.pack, bool) or not isinstance(pd.pack, int) or pd.pack < 1:
+                raise ValueError(f"layout {layout} has pack size {pd.pack!r} < 1")
+            packs.append(pd.pack - 1)
+        digits = digits * radix + 2 * pd.dim + packed
+    structure += digits
+    if not packs:
+        return 2 * structure
+    return 2 * _pair(structure, _encode_seq(packs)) + 1
+
+
+def layout_from_code(code: int, rank: int) -> Layout:
+    """The layout whose ``layout_code(_, rank)`` is ``code`` (ValueError if none)."""
+    if code < 0:
+        raise ValueError(f"layout code {code} is negative")
+    half, packed = divmod(code, 2)
+    structure, packs_code = _unpair(half) if packed else (half, 0)
+    radix = 2 * rank
+    # The length n: digit strings of length n own [sum_{k<n} R^k, sum_{k<=n} R^k).
+    n, start, block = 0, 0, 1
+    while structure >= start + block:
+        if radix == 0:
+            raise ValueError(f"layout code {code} is not a layout of rank {rank}")
+        start += block
+        block *= radix
+        n += 1
+    rest = structure - start
+    digits = []
+    for _ in range(n):
+        rest, d = divmod(rest, radix)
+        digits.append(d)
+    digits.reverse()
+    n_packs = sum(d % 2 for d in digits)
+    if (n_packs > 0) != bool(packed):
+        raise ValueError(f"layout code {code} is not a layout of rank {rank}")
+    packs = iter(_decode_seq(packs_code, n_packs))
+    dims = tuple(PhysDim(d // 2, next(packs) + 1 if d % 2 else None) for d in digits)
+    return Layout(dims)
+
+
+# --- Memory limits -------------------------------------------------------------------
+
+def _limit_coord(level: Level, units: int) -> int:
+    # Register levels are small counts; cache levels are powers of two (or 0).
+    return units if level.counts_registers else units.bit_length()
+
+
+def _limit_from_coord(level: Level, c: int) -> int:
+    if level.counts_registers:
+        return c
+    return 0 if c == 0 else 1 << (c - 1)
+
+
+# --- Specs ---------------------------------------------------------------------------
+
+def spec_key(spec: Spec) -> tuple:
+    """The table key ``(family, dtype names, rank)`` (accum is a coordinate)."""
+    return (
+        _FAMILY[spec.kind],
+        tuple(o.dtype.short for o in spec.operands),
+        len(spec.shape),
+    )
+
+
+def point_len(key: tuple) -> int:
+    """How many coordinates a point of table ``key`` has."""
+    family, _, rank = key
+    return (
+        (1 if family in _HAS_ACCUM else 0)
+        + rank
+        + _OPERAND_COORDS * _N_OPERANDS[family]
+        + 1
+        + NLEVELS
+    )
+
+
+def _vector_index(t: TensorSpec, target: Target) -> int:
+    if t.vector_size is None:
+        return 0
+    return target.vector_bytes.index(t.vector_size * t.dtype.size)
+
+
+def spec_point(spec: Spec, target: Target = AVX2) -> tuple[int, ...]:
+    """The coordinates of ``spec`` (see the module docstring for their order).
+
+    ``target`` only matters for VRF operands, whose vector size is stored as an index
+    into ``target.vector_bytes``. Raises ValueError when not ``defined_for(spec)``.
+    """
+    pt: list[int] = []
+    if _FAMILY[spec.kind] in _HAS_ACCUM:
+        pt.append(0 if spec.kind is PrimKind.MATMUL_ACCUM else 1)
+    pt.extend(d - 1 for d in spec.shape)
+    for t in spec.operands:
+        pt.append(int(t.level))
+        pt.append(layout_code(t.layout, len(t.shape)))
+        pt.append(len(t.layout.dims) - t.contig)
+        try:
+            pt.append(_vector_index(t, target))
+        except ValueError:
+            raise ValueError(
+                f"vector size {t.vector_size} of {t} is not a {target.name} vector"
+            ) from None
+    pt.append(0 if spec.serial_only else 1)
+    pt.extend(_limit_coord(lvl, u) for lvl, u in zip(LEVELS, spec.limits.units))
+    return tuple(pt)
+
+
+def spec_from_coords(key: tuple, point: tuple[int, ...], target: Target = AVX2) -> Spec:
+    """The Spec at ``point`` of table ``key``: inverse of ``spec_key``/``spec_point``.
+
+    Raises ValueError (a SpecError where the Spec itself is invalid) for a malformed key
+    or point.
+    """
+    family, dtype_names, rank = key
+    if family not in _N_OPERANDS:
+        raise ValueError(f"unknown table family {family!r}")
+    n_ops = _N_OPERANDS[family]
+    if len(dtype_names) != n_ops:
+        raise ValueError(f"{family} takes {n_ops} dtypes, got {dtype_names}")
+    if len(point) != point_len(key):
+        raise ValueError(
+            f"a point of table {key} has {point_len(key)} coordinates, got {len(point)}"
+        )
+    if any(c < 0 for c in point):
+        raise ValueError(f"coordinates must be >= 0, got {point}")
+    it = iter(point)
+    if family in _HAS_ACCUM:
+        accum = next(it)
+        if accum > 1:
+            raise ValueError(f"accum coordinate {accum} is not 0 or 1")
+        kind = PrimKind.MATMUL if accum else PrimKind.MATMUL_ACCUM
+    else:
+        kind = PrimKind.MOVE if family == "Move" else PrimKind.ZERO
+    shape = tuple(next(it) + 1 for _ in range(rank))
+    operands = []
+    for name, oshape in zip(dtype_names, operand_shapes(kind, shape)):
+        if name not in DTYPES_BY_NAME:
+            raise ValueError(f"unknown dtype {name!r} in table key {key}")
+        dtype = DTYPES_BY_NAME[name]
+        level_c, lay_c, deficit, vec_i = (next(it) for _ in range(_OPERAND_COORDS))
+        if level_c >= NLEVELS:
+            raise ValueError(f"level coordinate {level_c} out of range")
+        level = Level(level_c)
+        layout = layout_from_code(lay_c, len(oshape))
+        vector_size = None
+        if level is Level.VRF:
+            if vec_i >= len(target.vector_bytes):
+                raise ValueError(f"vector size index {vec_i} out of range")
+            vector_size = target.vector_bytes[vec_i] // dtype.size
+        elif vec_i:
+            raise ValueError(f"vector size index {vec_i} for a {level} operand")
+        contig = len(layout.dims) - deficit
+        operands.append(TensorSpec(oshape, dtype, level, layout, contig, vector_size))
+    serial = next(it)
+    if serial > 1:
+        raise ValueError(f"serial coordinate {serial} is not 0 or 1")
+    limits = MemoryLimits(tuple(_limit_from_coord(lvl, next(it)) for lvl in LEVELS))
+    return Spec(kind, shape, tuple(operands), not serial, limits)
+
+
+def defined_for(spec: Spec, target: Target = AVX2) -> bool:
+    """Whether ``spec`` has coordinates (and so round-trips through them).
+
+    Holds for every Spec whose layouts name only its operands' dims with pack sizes
+    >= 1, and whose VRF vector sizes are vectors of ``target``.
+    """
+    if spec.kind not in _FAMILY:
+        return False
+    for t in spec.operands:
+        if t.dtype.short not in DTYPES_BY_NAME:
+            return False
+        try:
+            layout_code(t.layout, len(t.shape))
+        except (ValueError, TypeError):
+            return False
+        if t.vector_size is not None:
+            vb = t.vector_size * t.dtype.size
+            if vb not in target.vector_bytes:
+                return False
+    return all(isinstance(u, int) and u >= 0 for u in spec.limits.units)

@@ -1,0 +1,168 @@
+"""Hypothesis strategies for small canonical Specs and their parts.
+
+Every strategy ends in ``_st``. Operands are drawn over all memory levels, with
+layouts from ``morello.rewrites.move.layout_candidates`` (the layouts a relayout Move
+can reach), any contiguity, and, for VRF operands, a vector size of the target that
+divides the innermost physical dim. Specs are canonicalized before they are returned,
+so the search accepts them.
+"""
+from __future__ import annotations
+
+from hypothesis import assume
+from hypothesis import strategies as st
+
+from morello import layouts
+from morello.dtypes import Dtype
+from morello.layouts import Layout, PhysDim
+from morello.memory import AVX2, LEVELS, Level, MemoryLimits, Target
+from morello.rewrites.move import layout_candidates
+from morello.specs import PrimKind, Spec, operand_shapes
+from morello.tensorspec import TensorSpec
+
+MATMUL_KINDS = (PrimKind.MATMUL, PrimKind.MATMUL_ACCUM)
+
+
+def pow2_or_zero_st(top: int) -> st.SearchStrategy[int]:
+    """0 or a power of two <= ``top`` (a cache-level limit)."""
+    return st.sampled_from([0] + [1 << i for i in range(top.bit_length())])
+
+
+@st.composite
+def limits_st(draw, top: tuple[int, ...] = AVX2.capacity) -> MemoryLimits:
+    """Limits componentwise <= ``top``; L1 and GL are powers of two (or 0)."""
+    units = [
+        draw(st.integers(0, t)) if lvl.counts_registers else draw(pow2_or_zero_st(t))
+        for lvl, t in zip(LEVELS, top)
+    ]
+    return MemoryLimits(tuple(units))
+
+
+@st.composite
+def larger_limits_st(draw, base: MemoryLimits, top: tuple[int, ...] = AVX2.capacity):
+    """Limits componentwise >= ``base`` (and <= ``top`` where ``base`` allows)."""
+    units = []
+    for lvl, b, t in zip(LEVELS, base.units, top):
+        t = max(t, b)
+        if lvl.counts_registers:
+            units.append(draw(st.integers(b, t)))
+        else:
+            units.append(draw(st.sampled_from(
+                [u for u in [0] + [1 << i for i in range(t.bit_length())]
+                 if b <= u <= t])))
+    return MemoryLimits(tuple(units))
+
+
+def small_limits_st() -> st.SearchStrategy[MemoryLimits]:
+    """Reduced limits, so that exhaustive search on tiny Specs stays fast."""
+    return limits_st(top=(4, 4, 16, 64))
+
+
+@st.composite
+def layout_st(draw, rank: int, max_len: int = 6, max_pack: int = 64) -> Layout:
+    """Any tuple of physical dims of a rank-``rank`` tensor (not only valid layouts)."""
+    if rank == 0:
+        return Layout(())
+    dims = draw(st.lists(
+        st.builds(PhysDim, st.integers(0, rank - 1),
+                  st.none() | st.integers(1, max_pack)),
+        max_size=max_len,
+    ))
+    return Layout(tuple(dims))
+
+
+def _vector_sizes(layout: Layout, shape, dtype: Dtype, target: Target) -> list[int]:
+    phys = layout.physical_shape(shape)
+    sizes = [vb // dtype.size for vb in target.vector_bytes]
+    return [vs for vs in sizes if phys and phys[-1] % vs == 0]
+
+
+@st.composite
+def tensorspec_st(draw, shape: tuple[int, ...], dtype: Dtype = Dtype.F32,
+                  levels=LEVELS, target: Target = AVX2) -> TensorSpec:
+    """A canonical operand of ``shape`` in one of ``levels``.
+
+    RF operands are row-major (registers have no layout); the others take a reachable
+    layout. A VRF operand needs a vector size dividing its innermost physical dim; when
+    no reachable layout has one, another level is drawn instead.
+    """
+    cands = layout_candidates(tuple(shape))
+    vrf_ok = [lay for lay in cands if _vector_sizes(lay, shape, dtype, target)]
+    allowed = [lvl for lvl in levels if lvl is not Level.VRF or vrf_ok]
+    assume(allowed)
+    level = draw(st.sampled_from(allowed))
+    vector_size = None
+    if level is Level.RF:
+        layout = cands[0]  # canonical row-major for this shape
+    elif level is Level.VRF:
+        layout = draw(st.sampled_from(vrf_ok))
+        vector_size = draw(st.sampled_from(_vector_sizes(layout, shape, dtype, target)))
+    else:
+        layout = draw(st.sampled_from(cands))
+    contig = draw(st.integers(0, len(layout.dims)))
+    t = TensorSpec(tuple(shape), dtype, level, layout, contig, vector_size)
+    return t.canonical()
+
+
+def _dim_st(max_dim: int) -> st.SearchStrategy[int]:
+    return st.integers(1, max_dim)
+
+
+@st.composite
+def matmul_spec_st(draw, kinds=MATMUL_KINDS, max_dim: int = 4, max_batch: int = 1,
+                   levels=LEVELS, limits=None, dtype: Dtype = Dtype.F32) -> Spec:
+    """A canonical Matmul or MatmulAccum ``[b, m, k, n]`` with small dims."""
+    kind = draw(st.sampled_from(kinds))
+    shape = (draw(_dim_st(max_batch)),) + tuple(
+        draw(_dim_st(max_dim)) for _ in range(3))
+    ops = tuple(draw(tensorspec_st(s, dtype, levels))
+                for s in operand_shapes(kind, shape))
+    lim = draw(limits if limits is not None else limits_st())
+    return Spec(kind, shape, ops, draw(st.booleans()), lim).canonical()
+
+
+@st.composite
+def move_spec_st(draw, max_dim: int = 4, ranks=(1, 2, 3), levels=LEVELS,
+                 limits=None, dtype: Dtype = Dtype.F32) -> Spec:
+    """A canonical Move between two operands of one shape, of a rank in ``ranks``."""
+    rank = draw(st.sampled_from(ranks))
+    shape = tuple(draw(_dim_st(max_dim)) for _ in range(rank))
+    src = draw(tensorspec_st(shape, dtype, levels))
+    dst = draw(tensorspec_st(shape, dtype, levels))
+    lim = draw(limits if limits is not None else limits_st())
+    return Spec(PrimKind.MOVE, shape, (src, dst), draw(st.booleans()), lim).canonical()
+
+
+@st.composite
+def zero_spec_st(draw, max_dim: int = 4, ranks=(1, 2, 3), levels=LEVELS,
+                 limits=None, dtype: Dtype = Dtype.F32) -> Spec:
+    """A canonical Zero of one operand, of a rank in ``ranks``."""
+    rank = draw(st.sampled_from(ranks))
+    shape = tuple(draw(_dim_st(max_dim)) for _ in range(rank))
+    dst = draw(tensorspec_st(shape, dtype, levels))
+    lim = draw(limits if limits is not None else limits_st())
+    return Spec(PrimKind.ZERO, shape, (dst,), draw(st.booleans()), lim).canonical()
+
+
+def spec_st(max_dim: int = 4, limits=None, levels=LEVELS,
+            ranks=(1, 2, 3)) -> st.SearchStrategy[Spec]:
+    """Any of the small canonical Specs above (Move and Zero of a rank in ``ranks``)."""
+    return st.one_of(
+        matmul_spec_st(max_dim=max_dim, limits=limits, levels=levels),
+        move_spec_st(max_dim=max_dim, limits=limits, levels=levels, ranks=ranks),
+        zero_spec_st(max_dim=max_dim, limits=limits, levels=levels, ranks=ranks),
+    )
+
+
+@st.composite
+def gl_matmul_spec_st(draw, max_dim: int = 4, max_batch: int = 1, limits=None,
+                      serial=None) -> Spec:
+    """A row-major Matmul in GL, as users write them (``morello.matmul``)."""
+    shape = (draw(_dim_st(max_batch)),) + tuple(
+        draw(_dim_st(max_dim)) for _ in range(3))
+    ops = tuple(
+        TensorSpec(s, Dtype.F32, Level.GL, layouts.row_major(3), 3).canonical()
+        for s in operand_shapes(PrimKind.MATMUL, shape)
+    )
+    lim = draw(limits if limits is not None else limits_st())
+    ser = draw(st.booleans()) if serial is None else serial
+    return Spec(PrimKind.MATMUL, shape, ops, ser, lim)
