@@ -236,6 +236,11 @@ def emit_c(impl: Impl) -> str:
     params = []
     refs = []
     for i, (nm, t) in enumerate(zip(names, spec.operands)):
+        if t.level.counts_registers:
+            from morello.errors import MorelloError
+
+            raise MorelloError(f"cannot emit a kernel whose parameter {nm} is in {t.level}: "
+                               "top-level operands must be in memory (GL or L1)")
         const = "" if i in WRITES[spec.kind] else "const "
         params.append(f"{const}{t.dtype.c_type} *restrict {nm}")
         refs.append(Ref(Buffer(nm, t, False), (0,) * len(t.shape)))

@@ -222,7 +222,10 @@ cdef class Solver:
         return 0
 
     cdef int _compile(self, int64_t i) except -1:
-        if self.native is not None:
+        # The native tables cover the operand ranks of matmul programs (rank-4 Matmul
+        # Specs over rank-3 operands); any other rank is expanded by the Python rewrites.
+        if self.native is not None and self.records.data[i * REC + 1] == (
+                4 if self.records.data[i * REC] <= 1 else 3):
             return self._compile_native(i)
         cdef list flat = self.compile_cb(i)
         cdef Py_ssize_t pos = 1, r, l, c, n_rows = flat[0], nc

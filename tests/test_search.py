@@ -33,7 +33,7 @@ from strategies import (
 
 # The native core expands Move and Zero Specs of rank 3 only (the rank of matmul
 # operands); see test_native_engine_solves_low_rank_moves_and_zeros.
-SEARCH_RANKS = (3,)
+SEARCH_RANKS = (1, 2, 3)
 
 
 def _tiny(spec: Spec) -> bool:
@@ -170,10 +170,6 @@ def test_synthesize_matches_engine(mkn):
     assert morello.synthesize(spec, db=False).cost == sol.cost.main
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "morello/_dp.pyx _compile_native assumes rank-3 Move/Zero records (outdims 0,1,2, "
-    "3-element tile shapes, move logues interned with rank 3): rank-1/2 Move and Zero "
-    "Specs get no rows and the native Engine reports them unsatisfiable"))
 @pytest.mark.parametrize("kind", [PrimKind.ZERO, PrimKind.MOVE])
 def test_native_engine_solves_low_rank_moves_and_zeros(kind):
     shape = (2,)
