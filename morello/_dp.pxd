@@ -1,5 +1,7 @@
 from libc.stdint cimport int64_t
 
+from morello._memo cimport MemoTable
+
 cdef enum:
     MAXL = 8        # most memory levels a target may have
 
@@ -80,12 +82,18 @@ cdef class Solver:
     cdef int64_t kunit[MAXK][16]    # per kind and kernel: bitmask of spec dims that must be 1
     cdef int64_t kvrf[MAXK][16]     # per kind and kernel: 1 if some operand must be VRF
     cdef int64_t processors, par_setup, par_iter
+    # persistent layer: one compressed MemoTable per table (Matmul, Move, Zero families)
+    cdef list tables                # MemoTables indexed by family, or None
+    cdef Vec t_coord                # 4 coordinates per tensor id (see morello.coords)
+    cdef Vec m_persist              # per memo entry: 1 if it must be written to tables
+    cdef int64_t table_hits         # lookups answered by the tables
     cdef public int64_t specs_solved   # (id, limits) pairs solved
     cdef public int64_t rows_evaluated # (Spec, action) rows evaluated
 
     cdef int _ensure_id(self, int64_t i) except -1
     cdef int _compile(self, int64_t i) except -1
-    cdef int64_t _lookup(self, int64_t i, const int64_t *limits) noexcept nogil
+    cdef int64_t _lookup(self, int64_t i, const int64_t *limits) except -2
+    cdef int64_t _lookup_local(self, int64_t i, const int64_t *limits) noexcept nogil
     cdef int _store(self, Frame *f) except -1 nogil
     cdef int _compile_native(self, int64_t i) except -1
     cdef int64_t _intern(self, const int64_t *rec) except -2
@@ -98,3 +106,5 @@ cdef class Solver:
                        const int64_t *coefs) except -1
     cdef int64_t _tiled(self, const int64_t *rec, int64_t sdim, int64_t size,
                         bint serial) except -2
+    cdef int _point(self, int64_t i, const int64_t *limits, int64_t *out) noexcept nogil
+    cdef int64_t _from_table(self, int64_t i, const int64_t *limits) except -2

@@ -172,6 +172,19 @@ cdef inline int64_t pow2_floor(int64_t x) noexcept nogil:
     return p
 
 
+cdef bint _has(IntMap *m, const int64_t *key) noexcept nogil:
+    cdef Py_ssize_t mask = m.slots.size - 1, e
+    cdef Py_ssize_t pos = hash_key(key, m.width) & mask
+    while True:
+        e = m.slots.data[pos]
+        if e == 0:
+            return False
+        e -= 1
+        if memcmp(m.keys.data + e * m.width, key, m.width * sizeof(int64_t)) == 0:
+            return True
+        pos = (pos + 1) & mask
+
+
 @cython.final
 cdef class Solver:
     """Memoized DP over logical Spec ids.
@@ -252,8 +265,16 @@ cdef class Solver:
                 pos += 2
         return 0
 
-    cdef int64_t _lookup(self, int64_t i, const int64_t *limits) noexcept nogil:
-        """Memo entry of id ``i`` whose box contains ``limits``, or -1."""
+    cdef int64_t _lookup(self, int64_t i, const int64_t *limits) except -2:
+        """Memo entry of id ``i`` whose box contains ``limits``, or -1.
+
+        Misses fall through to the persistent tables (see ``_from_table``)."""
+        cdef int64_t m = self._lookup_local(i, limits)
+        if m >= 0 or self.tables is None:
+            return m
+        return self._from_table(i, limits)
+
+    cdef int64_t _lookup_local(self, int64_t i, const int64_t *limits) noexcept nogil:
         cdef int64_t m
         cdef Py_ssize_t l
         cdef bint inside
@@ -283,6 +304,7 @@ cdef class Solver:
         vec_push(&self.m_depth, f.best_depth if f.best_action >= 0 else 0)
         vec_push(&self.m_action, f.best_action)
         vec_push(&self.m_next, self.memo_head.data[f.id])
+        vec_push(&self.m_persist, 1)
         self.memo_head.data[f.id] = m
         self.specs_solved += 1
         return 0
@@ -302,6 +324,7 @@ cdef class Solver:
         self._store(&f)
         for l in range(self.L):
             self.m_lo.data[self.m_lo.size - self.L + l] = lo[l]
+        self.m_persist.data[self.m_persist.size - 1] = 0
         self.specs_solved -= 1
 
     def lookup(self, int64_t i, limits):
@@ -734,14 +757,150 @@ cdef class Solver:
         return 0
 
 
-cdef bint _has(IntMap *m, const int64_t *key) noexcept nogil:
-    cdef Py_ssize_t mask = m.slots.size - 1, e
-    cdef Py_ssize_t pos = hash_key(key, m.width) & mask
-    while True:
-        e = m.slots.data[pos]
-        if e == 0:
-            return False
-        e -= 1
-        if memcmp(m.keys.data + e * m.width, key, m.width * sizeof(int64_t)) == 0:
-            return True
-        pos = (pos + 1) & mask
+    # ---- the persistent layer ------------------------------------------------------
+    # Results live in one compressed MemoTable per table (Matmul family, Move, Zero) over
+    # the coordinates of ``morello.coords``: the Spec's point, with the memory coordinates
+    # spanning [encoded peaks, encoded limits]. Values are exact: the main cost per unit
+    # of volume as a reduced fraction, then peaks, depth and action index. So identical
+    # decisions of neighbouring Specs merge into one box. The per-id lists above are the
+    # search's working cache; ``persist`` writes what the search found into the tables.
+
+    def attach_tables(self, tables):
+        """Use ``tables`` ([Matmul, Move, Zero] MemoTables) as the persistent layer."""
+        self.tables = list(tables)
+
+    def set_tensor_coords(self, int64_t tid, coords):
+        cdef Py_ssize_t j
+        while self.t_coord.size < (tid + 1) * 4:
+            vec_push(&self.t_coord, 0)
+        for j in range(4):
+            self.t_coord.data[tid * 4 + j] = coords[j]
+
+    @property
+    def table_hits(self):
+        return self.table_hits
+
+    def point(self, int64_t i, limits):
+        """(family, coordinates) of id ``i`` at ``limits``, as the tables see them."""
+        cdef int64_t pt[64]
+        cdef int64_t lim[MAXL]
+        cdef Py_ssize_t l
+        for l in range(self.L):
+            lim[l] = limits[l]
+        fam = self._point(i, lim, pt)
+        if fam < 0:
+            return None
+        n = (1 if self.records.data[i * REC] <= 1 else 0) + self.records.data[i * REC + 1] \
+            + 4 * self.nops[self.records.data[i * REC]] + 1 + self.L
+        return fam, tuple(pt[j] for j in range(n))
+
+    cdef int _point(self, int64_t i, const int64_t *limits, int64_t *out) noexcept nogil:
+        """The coordinates of (id, limits); returns the table family or -1."""
+        cdef const int64_t *rec = self.records.data + i * REC
+        cdef int64_t kind = rec[0], rank = rec[1], n = 0, op, j, l, v
+        if rank != (4 if kind <= 1 else 3):
+            return -1
+        if kind <= 1:
+            out[n] = 1 if kind == 0 else 0
+            n += 1
+        for j in range(rank):
+            out[n] = rec[2 + j] - 1
+            n += 1
+        for op in range(self.nops[kind]):
+            for j in range(4):
+                out[n] = self.t_coord.data[rec[6 + op] * 4 + j]
+                n += 1
+        out[n] = 0 if rec[9] else 1
+        n += 1
+        for l in range(self.L):
+            v = limits[l]
+            if not self.reg[l]:
+                j = 0
+                while v > 0:
+                    v >>= 1
+                    j += 1
+                v = j
+            out[n + l] = v
+        return 0 if kind <= 1 else kind - 1
+
+    cdef int64_t _from_table(self, int64_t i, const int64_t *limits) except -2:
+        cdef int64_t pt[64]
+        cdef int fam = self._point(i, limits, pt)
+        cdef MemoTable t
+        cdef int64_t box, vol = 1, j, num, den, nd
+        cdef Frame f
+        cdef Py_ssize_t l
+        if fam < 0:
+            return -1
+        t = self.tables[fam]
+        box = t._locate(pt)
+        if box < 0:
+            return -1
+        for j in range(self.records.data[i * REC + 1]):
+            vol *= self.records.data[i * REC + 2 + j]
+        num = t._val[box * t.nvalues]
+        den = t._val[box * t.nvalues + 1]
+        f.id = i
+        nd = t.ndim - self.L
+        for l in range(self.L):
+            f.best_peaks[l] = t._val[box * t.nvalues + 2 + l]
+            # the box's memory range, decoded back to units
+            f.limits[l] = t._hi[box * t.ndim + nd + l]
+            if not self.reg[l]:
+                f.limits[l] = 0 if f.limits[l] == 0 else (<int64_t>1) << (f.limits[l] - 1)
+        f.best_main = num * vol // den
+        f.best_depth = t._val[box * t.nvalues + 2 + self.L]
+        f.best_action = t._val[box * t.nvalues + 3 + self.L]
+        self._store(&f)
+        for l in range(self.L):
+            j = t._lo[box * t.ndim + nd + l]
+            if not self.reg[l]:
+                j = 0 if j == 0 else (<int64_t>1) << (j - 1)
+            self.m_lo.data[self.m_lo.size - self.L + l] = j
+        self.m_persist.data[self.m_persist.size - 1] = 0
+        self.specs_solved -= 1
+        self.table_hits += 1
+        return self.m_main.size - 1
+
+    def persist(self):
+        """Write every entry the search found (not yet written) into the tables."""
+        cdef int64_t lo[64]
+        cdef int64_t hi[64]
+        cdef int64_t val[16]
+        cdef int64_t ids_ = 0, m, i, vol, g, a, b, j, n = 0
+        cdef int fam
+        cdef Py_ssize_t l
+        cdef MemoTable t
+        if self.tables is None:
+            return 0
+        for i in range(self.memo_head.size):
+            m = self.memo_head.data[i]
+            while m >= 0:
+                if self.m_persist.data[m]:
+                    self.m_persist.data[m] = 0
+                    fam = self._point(i, self.m_hi.data + m * self.L, hi)
+                    if fam >= 0:
+                        t = self.tables[fam]
+                        self._point(i, self.m_lo.data + m * self.L, lo)
+                        vol = 1
+                        for j in range(self.records.data[i * REC + 1]):
+                            vol *= self.records.data[i * REC + 2 + j]
+                        a = self.m_main.data[m]
+                        b = vol
+                        g = _gcd(a, b) if a else b
+                        val[0] = a // g
+                        val[1] = b // g
+                        for l in range(self.L):
+                            val[2 + l] = self.m_peaks.data[m * self.L + l]
+                        val[2 + self.L] = self.m_depth.data[m]
+                        val[3 + self.L] = self.m_action.data[m]
+                        t._put(lo, hi, val)
+                        n += 1
+                m = self.m_next.data[m]
+        return n
+
+
+cdef int64_t _gcd(int64_t a, int64_t b) noexcept nogil:
+    while b:
+        a, b = b, a % b
+    return a

@@ -53,23 +53,15 @@ def _engine(target: Target, db_path: Path | None, progress) -> Engine:
     key = (target.name, None if db_path is None else str(db_path))
     eng = _ENGINES.get(key)
     if eng is None:
-        eng = Engine(target)
-        if db_path is not None:
-            for spec, lo, hi, main, peaks, depth, action in dbmod.load(db_path, target.name):
-                eng.solver.put(eng.id_of(spec), lo, hi, main, peaks, depth, action)
-        _ENGINES[key] = eng
+        tables = dbmod.load(db_path, target.name) if db_path is not None else {}
+        eng = _ENGINES[key] = Engine(target, tables=tables)
     eng.progress = progress
     return eng
 
 
 def _save(eng: Engine, db_path: Path) -> int:
-    ids, lo, hi, main, peaks, depth, action = eng.solver.entries()
-    boxes = [
-        (eng.spec_of(int(i)), tuple(map(int, l)), tuple(map(int, h)), int(m),
-         tuple(map(int, p)), int(d), int(a))
-        for i, l, h, m, p, d, a in zip(ids, lo, hi, main, peaks, depth, action)
-    ]
-    return dbmod.save(db_path, eng.target.name, boxes)
+    return dbmod.save(db_path, eng.target.name,
+                      {k: t.to_arrays() for k, t in eng.tables.items()})
 
 
 @dataclass

@@ -42,6 +42,7 @@ from morello.tensorspec import TensorSpec
 
 __all__ = [
     "defined_for",
+    "operand_coords",
     "layout_code",
     "layout_from_code",
     "point_len",
@@ -211,6 +212,18 @@ def _vector_index(t: TensorSpec, target: Target) -> int:
     return target.vector_bytes.index(t.vector_size * t.dtype.size)
 
 
+def operand_coords(t: TensorSpec, target: Target = AVX2) -> tuple[int, int, int, int]:
+    """The 4 coordinates of one operand: level, layout code, contig deficit, vector index."""
+    try:
+        vi = _vector_index(t, target)
+    except ValueError:
+        raise ValueError(
+            f"vector size {t.vector_size} of {t} is not a {target.name} vector"
+        ) from None
+    return (int(t.level), layout_code(t.layout, len(t.shape)),
+            len(t.layout.dims) - t.contig, vi)
+
+
 def spec_point(spec: Spec, target: Target = AVX2) -> tuple[int, ...]:
     """The coordinates of ``spec`` (see the module docstring for their order).
 
@@ -222,15 +235,7 @@ def spec_point(spec: Spec, target: Target = AVX2) -> tuple[int, ...]:
         pt.append(0 if spec.kind is PrimKind.MATMUL_ACCUM else 1)
     pt.extend(d - 1 for d in spec.shape)
     for t in spec.operands:
-        pt.append(int(t.level))
-        pt.append(layout_code(t.layout, len(t.shape)))
-        pt.append(len(t.layout.dims) - t.contig)
-        try:
-            pt.append(_vector_index(t, target))
-        except ValueError:
-            raise ValueError(
-                f"vector size {t.vector_size} of {t} is not a {target.name} vector"
-            ) from None
+        pt.extend(operand_coords(t, target))
     pt.append(0 if spec.serial_only else 1)
     pt.extend(_limit_coord(lvl, u) for lvl, u in zip(LEVELS, spec.limits.units))
     return tuple(pt)

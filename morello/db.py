@@ -1,7 +1,8 @@
 """The persistent database: every solved (Spec, limits box) -> optimum, on disk.
 
-File format: one JSON header line (format name, version, target) followed by a pickle of
-the memo boxes ``[(logical Spec, lo, hi, main, peaks, depth, action), ...]``. Writes are
+File format: one JSON header line (format name, version, target) followed by a
+zlib-compressed pickle of ``{table key: (lo, hi, values)}``, the int64 arrays of each compressed memo table
+(``morello._memo.MemoTable.to_arrays``; coordinates of ``morello.coords``). Writes are
 atomic (temporary file in the same directory, fsync, rename), so an interrupted process
 leaves either the old file or the new one. A file with another format, version or target,
 or that fails to parse, is refused with a DatabaseError and never used.
@@ -12,12 +13,15 @@ import json
 import os
 import pickle
 import tempfile
+import zlib
 from pathlib import Path
+
+import numpy as np
 
 from morello.errors import DatabaseError
 
 FORMAT = "morello-db"
-VERSION = 1
+VERSION = 3
 
 
 def default_path(target_name: str) -> Path:
@@ -46,11 +50,11 @@ def check_writable(path: Path) -> None:
         raise DatabaseError(f"database path {path} is not writable: {e.strerror}") from None
 
 
-def load(path: Path, target_name: str) -> list:
-    """The stored boxes, or [] if the file does not exist."""
+def load(path: Path, target_name: str) -> dict:
+    """The stored tables, or {} if the file does not exist."""
     path = Path(path)
     if not path.exists():
-        return []
+        return {}
     try:
         with open(path, "rb") as f:
             header = json.loads(f.readline().decode("utf-8"))
@@ -64,20 +68,22 @@ def load(path: Path, target_name: str) -> list:
                 raise DatabaseError(
                     f"{path} holds results for target {header.get('target')!r}, "
                     f"not {target_name!r}; pass another --db")
-            boxes = pickle.load(f)
+            boxes = pickle.loads(zlib.decompress(f.read()))
+            boxes = {k: tuple(np.asarray(a, np.int64) for a in v) for k, v in boxes.items()}
     except DatabaseError:
         raise
     except (OSError, ValueError, UnicodeDecodeError, pickle.UnpicklingError, EOFError,
-            AttributeError, ImportError, IndexError, TypeError) as e:
+            AttributeError, ImportError, IndexError, TypeError, zlib.error) as e:
         raise DatabaseError(f"{path} is corrupt or unreadable ({type(e).__name__}); "
                             "delete it or pass another --db") from None
-    if not isinstance(boxes, list):
+    if not isinstance(boxes, dict) or not all(
+            isinstance(v, tuple) and len(v) == 3 for v in boxes.values()):
         raise DatabaseError(f"{path} is corrupt (unexpected payload)")
     return boxes
 
 
-def save(path: Path, target_name: str, boxes: list) -> int:
-    """Atomically write ``boxes``; return the file size in bytes."""
+def save(path: Path, target_name: str, boxes: dict) -> int:
+    """Atomically write the tables ``boxes``; return the file size in bytes."""
     path = Path(path)
     check_writable(path)
     header = json.dumps({"format": FORMAT, "version": VERSION, "target": target_name})
@@ -88,7 +94,8 @@ def save(path: Path, target_name: str, boxes: list) -> int:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(header.encode() + b"\n")
-            pickle.dump(boxes, f, protocol=pickle.HIGHEST_PROTOCOL)
+            small = {k: tuple(_narrow(a) for a in v) for k, v in boxes.items()}
+            f.write(zlib.compress(pickle.dumps(small, protocol=pickle.HIGHEST_PROTOCOL), 6))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -103,30 +110,31 @@ def save(path: Path, target_name: str, boxes: list) -> int:
     return path.stat().st_size
 
 
+def _narrow(a: np.ndarray) -> np.ndarray:
+    """The smallest integer type holding ``a`` exactly (values are widened on load)."""
+    for t in (np.int8, np.int16, np.int32):
+        info = np.iinfo(t)
+        if a.size == 0 or (a.min() >= info.min and a.max() <= info.max):
+            return a.astype(t)
+    return a
+
+
 def stats(path: Path, target_name: str) -> dict:
-    """Entries (Specs with limits covered), stored boxes, compression ratio, bytes on disk."""
+    """Specs covered (points, counting each limit vector), stored boxes, compression
+    ratio and bytes on disk."""
+    from morello._memo import MemoTable
+
     path = Path(path)
-    boxes = load(path, target_name)
-    logical = {b[0] for b in boxes}
-    covered = sum(_points(lo, hi) for _, lo, hi, *_ in boxes)
+    tables = {k: MemoTable.from_arrays(*v) for k, v in load(path, target_name).items()}
+    boxes = sum(len(t) for t in tables.values())
+    covered = sum(t.covered() for t in tables.values())
     return {
         "path": str(path),
         "target": target_name,
-        "logical_specs": len(logical),
-        "boxes": len(boxes),
-        "unsat_boxes": sum(1 for b in boxes if b[6] < 0),
+        "boxes": boxes,
         "specs_covered": covered,
-        "compression_ratio": round(covered / len(boxes), 2) if boxes else 0.0,
+        "compression_ratio": round(covered / boxes, 2) if boxes else 0.0,
+        "tables": {"/".join(map(str, (k[0], *k[1], k[2]))): len(t)
+                   for k, t in tables.items()},
         "bytes": path.stat().st_size if path.exists() else 0,
     }
-
-
-def _points(lo, hi) -> int:
-    """Distinct limit vectors in a box: raw register counts, powers of two for caches."""
-    n = 1
-    for level, (a, b) in enumerate(zip(lo, hi)):
-        if level < 2:  # RF, VRF count registers
-            n *= b - a + 1
-        else:
-            n *= b.bit_length() - max(a, 1).bit_length() + 1 + (1 if a == 0 else 0)
-    return n

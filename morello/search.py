@@ -18,7 +18,10 @@ from morello import _dp
 from morello.cost import Cost
 from morello.errors import SpecError
 from morello.memory import LEVELS, MemoryLimits, Target
+from morello._memo import MemoTable
+from morello.coords import operand_coords, point_len
 from morello.cost import move_cost
+from morello.errors import MorelloError
 from morello.kernels.avx2 import kernels_for
 from morello.memory import Level
 from morello.rewrites import actions
@@ -27,7 +30,17 @@ from morello.specs import READS, WRITES, PrimKind, Spec, operand_shapes
 from morello.tensorspec import TensorSpec
 
 NL = len(LEVELS)
+# A memo value: main cost per unit volume (numerator, denominator), peaks, depth, action.
+NVALUES = 2 + NL + 2
 UNBOUNDED = MemoryLimits(tuple(1 << 40 for _ in LEVELS))
+
+
+def table_keys() -> list[tuple]:
+    """The persistent tables, in the order the core indexes them (Matmul, Move, Zero).
+
+    TODO(bf16, int paths): one table per dtype combination once other dtypes exist.
+    """
+    return [("Matmul", ("f32",) * 3, 4), ("Move", ("f32",) * 2, 3), ("Zero", ("f32",), 3)]
 
 
 def logical(spec: Spec) -> Spec:
@@ -63,7 +76,7 @@ class Engine:
     """
 
     def __init__(self, target: Target, progress: Callable | None = None,
-                 native: bool = True) -> None:
+                 native: bool = True, tables: dict | None = None) -> None:
         self.target = target
         self.progress = progress
         self._t0 = time.perf_counter()
@@ -75,6 +88,12 @@ class Engine:
         self._specs: list[Spec] = []  # decoded logical Specs, by id (cache)
         if native:
             self._configure()
+        self.tables = {key: MemoTable(point_len(key), NVALUES) for key in table_keys()}
+        for key, arrays in (tables or {}).items():
+            if key not in self.tables:
+                raise MorelloError(f"unknown memo table {key}")
+            self.tables[key] = MemoTable.from_arrays(*arrays)
+        self.solver.attach_tables([self.tables[k] for k in table_keys()])
 
     # -- identities ----------------------------------------------------------------
     def tid_of(self, t: TensorSpec) -> int:
@@ -83,6 +102,7 @@ class Engine:
             i = self.tids[t] = len(self.tensors)
             self.tensors.append(t)
             self.solver.set_tensor(i, t.level.can_parallel_tile, t.level is Level.VRF)
+            self.solver.set_tensor_coords(i, operand_coords(t, self.target))
         return i
 
     def id_of(self, spec: Spec) -> int:
@@ -188,6 +208,7 @@ class Engine:
         self._t0 = t0
         before = (self.solver.specs_solved, self.solver.rows_evaluated)
         self.solver.solve(self.id_of(goal), goal.limits.units)
+        self.solver.persist()
         stats = SearchStats(
             self.solver.n_specs,
             self.solver.specs_solved - before[0],

@@ -116,6 +116,11 @@ def test_unwritable_db_is_refused(tmp_path):
         os.chmod(ro, 0o700)
 
 
+def test_db_of_another_version_is_refused(db):
+    db.write_text('{"format": "morello-db", "version": 0, "target": "avx2"}\n')
+    assert_one_line_error(morello("synth", "matmul", "2", "2", "2", tmp_db=db), "version")
+
+
 def test_db_that_is_a_directory_is_refused(tmp_path):
     assert_one_line_error(morello("synth", "matmul", "2", "2", "2", "--db", str(tmp_path)),
                           "directory")
@@ -127,7 +132,9 @@ def test_corrupt_db_is_refused(db):
 
 
 def test_foreign_target_db_is_refused(db):
-    db.write_text('{"format": "morello-db", "version": 1, "target": "avx512"}\n')
+    from morello.db import VERSION
+
+    db.write_text('{"format": "morello-db", "version": %d, "target": "avx512"}\n' % VERSION)
     assert_one_line_error(morello("synth", "matmul", "2", "2", "2", tmp_db=db), "avx512")
 
 

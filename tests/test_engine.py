@@ -42,3 +42,39 @@ def test_native_and_python_engines_find_the_same_optimum(shape):
     fast, _ = Engine(AVX2).solve(spec)
     slow, _ = Engine(AVX2, native=False).solve(spec)
     assert fast == slow
+
+
+def test_core_points_equal_coords_spec_point():
+    from morello.coords import spec_point
+    from morello.search import table_keys
+    from morello.coords import spec_key
+
+    eng = Engine(AVX2)
+    spec = morello.matmul(3, 4, 5, batch=2)
+    eng.solve(spec)
+    limits = AVX2.max_limits()
+    keys = table_keys()
+    for i in range(eng.solver.n_specs):
+        s = eng.spec_of(i)
+        found = eng.solver.point(i, limits.units)
+        if found is None:
+            continue
+        fam, pt = found
+        real = type(s)(s.kind, s.shape, s.operands, s.serial_only, limits)
+        assert keys[fam] == spec_key(real)
+        assert pt == spec_point(real)
+
+
+def test_tables_reproduce_results_in_a_new_engine():
+    spec = morello.matmul(8, 5, 16)
+    first = Engine(AVX2)
+    sol, _ = first.solve(spec)
+    tables = {k: t.to_arrays() for k, t in first.tables.items()}
+    second = Engine(AVX2, tables=tables)
+    again, stats = second.solve(spec)
+    assert again == sol
+    assert stats.specs_solved == 0
+    # Every node of the optimal Impl is answered by the tables alone.
+    from morello.impl import reconstruct
+
+    assert reconstruct(spec, AVX2, second.lookup) == reconstruct(spec, AVX2, first.lookup)
