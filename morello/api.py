@@ -118,7 +118,14 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
     spec = spec.canonical()
     t0 = time.perf_counter()
     eng = _engine(tgt, db_path, progress)
-    sol, stats = eng.solve(spec)
+    try:
+        sol, stats = eng.solve(spec)
+    except KeyboardInterrupt:
+        # Every result stored so far is complete: keep them for the next run.
+        if db_path is not None:
+            eng.solver.persist()
+            _save(eng, db_path)
+        raise
     if sol is None:
         raise SpecError(f"no implementation of {spec} fits the memory limits")
     impl = reconstruct(spec, tgt, eng.lookup)
