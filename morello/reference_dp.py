@@ -2,8 +2,8 @@
 
 - ``exhaustive_main_cost``: plain recursion over every action of every Spec, no memo table,
   no compiled rows: the least main cost of any complete Impl.
-- ``solve_tables_py``: the Cython core's contract (``morello._dp.solve_tables``) in plain
-  Python, for parity tests.
+- ``memoized_optimum``: the same recursion with a dict memo over (Spec, limits): the
+  pure-Python DP that the Cython engine replaces (it finds the same cost and action).
 """
 from __future__ import annotations
 
@@ -32,33 +32,28 @@ def exhaustive_main_cost(spec: Spec, target: Target) -> int | None:
     return best
 
 
-def solve_tables_py(order, act_ptr, act_index, act_const, act_own, child_ptr, child_id,
-                    child_coef, register_level, main, peaks, depth, action, preset):
-    L = len(register_level)
-    for s in order:
-        if preset[s]:
+def memoized_optimum(spec: Spec, target: Target, memo: dict | None = None):
+    """``(main, peaks, depth, action index)`` of the optimum of ``spec`` or None, by a
+    memoized recursion in plain Python, with the search's tie-breaking order."""
+    from morello.cost import combine
+
+    memo = {} if memo is None else memo
+    if spec in memo:
+        return memo[spec]
+    best = None
+    for idx, act in enumerate(actions(spec, target)):
+        exp = act.expand(spec, target)
+        if exp is None:
             continue
-        best = None
-        for a in range(act_ptr[s], act_ptr[s + 1]):
-            kids = child_id[child_ptr[a]:child_ptr[a + 1]]
-            coefs = child_coef[child_ptr[a]:child_ptr[a + 1]]
-            if any(action[c] < 0 for c in kids):
-                continue
-            m = int(act_const[a])
-            for c, k in zip(kids, coefs):
-                m = min(MAX_COST, m + min(MAX_COST, int(k) * int(main[c])))
-            p = [int(act_own[a][l]) + max([int(peaks[c][l]) for c in kids], default=0)
-                 for l in range(L)]
-            p = [x if register_level[l] else pow2_ceil(x) for l, x in enumerate(p)]
-            d = 1 + max([int(depth[c]) for c in kids], default=0)
-            key = (m, tuple(p), d, int(act_index[a]))
-            if best is None or key < best:
-                best = key
-        if best is None:
-            action[s] = -1
-            main[s] = 0
-            depth[s] = 0
-            peaks[s] = 0
-        else:
-            main[s], p, depth[s], action[s] = best[0], best[1], best[2], best[3]
-            peaks[s] = p
+        kids = [memoized_optimum(c, target, memo) for c in exp.children]
+        if any(k is None for k in kids):
+            continue
+        from morello.cost import Cost
+
+        cost = combine(exp.const, exp.coefs, exp.own,
+                       [Cost(k[0], k[1], k[2]) for k in kids])
+        key = (cost.main, cost.peaks, cost.depth, idx)
+        if best is None or key < best:
+            best = key
+    memo[spec] = best
+    return best

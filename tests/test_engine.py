@@ -78,3 +78,15 @@ def test_tables_reproduce_results_in_a_new_engine():
     from morello.impl import reconstruct
 
     assert reconstruct(spec, AVX2, second.lookup) == reconstruct(spec, AVX2, first.lookup)
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 2, 2), (1, 3, 5, 2), (2, 4, 1, 4), (1, 1, 7, 8)])
+def test_cython_engine_equals_pure_python_dp(shape):
+    from morello.reference_dp import memoized_optimum
+
+    b, m, k, n = shape
+    spec = morello.matmul(m, k, n, batch=b)
+    main, peaks, depth, action = memoized_optimum(spec, AVX2)
+    sol, _ = Engine(AVX2).solve(spec)
+    assert (sol.cost.main, sol.cost.peaks, sol.cost.depth, sol.action) == (
+        main, peaks, depth, action)
