@@ -1,21 +1,31 @@
 """The DP recurrence: a memoized top-down search over integer Spec ids and limits.
 
-Why this shape. The rewrites stay in Python, but they are *compiled once per logical Spec*
-(a Spec without its memory limits) into integer template rows: the action index, a constant
-main cost, the units allocated per level, and the children's logical ids with integer
-coefficients (the affine rule of ``morello.cost``). Memory limits never reach Python: the
-core applies one rule for every row -- the row fits iff ``own <= limits``, children get
-``limits - own`` (cache levels snapped down to powers of two), the row's cost is
-``const + sum(coef * child main)``, peaks ``snap_up(own + max child peaks)``, depth
-``1 + max child depth`` -- and keeps the least ``(main, peaks, depth, action index)``.
-So Python runs once per logical Spec (a callback when the search first reaches it), never
-per (Spec, limits) or per (Spec, action) evaluation. We measured the alternative of expanding
-every (Spec, limits) pair in Python: it spent ~0.4 ms per pair and saw 7x more pairs than
-logical Specs.
+Why this shape (measured on this 2-core machine, f32 matmul, AVX2):
+
+1. *Limits never reach Python.* Rewrites are compiled per *logical* Spec (a Spec without
+   its memory limits) into integer template rows: action index, constant main cost, units
+   allocated per level, children's logical ids with integer coefficients (the affine rule of
+   ``morello.cost``). The core applies one rule to every row -- it fits iff
+   ``own <= limits``, children get ``limits - own`` (cache levels snapped down to powers of
+   two), cost ``const + sum(coef * child main)``, peaks ``snap_up(own + max child peaks)``,
+   depth ``1 + max child depth`` -- and keeps the least ``(main, peaks, depth, action)``.
+   Expanding every (Spec, limits) pair in Python instead cost ~0.4 ms per pair and met 7x
+   more pairs than logical Specs.
+2. *Actions are enumerated here, from per-operand transform tables.* A Spec record is
+   ``(kind, rank, shape[4], tensor ids[3], serial)``; TileOut/Split/ToAccum/Move rows are
+   built from two lazily filled, cached tables that Python computes once per operand --
+   "tile tensor t to shape s" and "the moves of tensor t" -- so Python runs per distinct
+   operand tile, not per Spec or per row. Kernels are asked for (a Python call per Spec)
+   only when a kernel's declared necessary conditions hold. Expanding each logical Spec in
+   Python took 12.4 s for a 16^3 matmul; this takes 0.23 s and yields identical rows
+   (``tests/test_engine.py``). The row order is ``morello.rewrites.actions``' order, so
+   Impls are rebuilt in Python by replaying action indices.
 
 The search is an explicit-stack DFS (no recursion). Each solved (id, limits) is stored as a
 box of limits ``[peaks, limits]``: the solution is optimal for every limit in the box, and an
-unsatisfiable result at ``limits`` covers ``[0, limits]``. Lookups scan the boxes of one id.
+unsatisfiable result at ``limits`` covers ``[0, limits]``. The per-id boxes are the working
+cache; misses fall through to the persistent compressed tables (``morello._memo``), and
+``persist`` writes new results there.
 """
 # cython: language_level=3
 cimport cython
