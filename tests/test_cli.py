@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -13,7 +14,9 @@ def morello(*args, env=None, tmp_db=None):
     cmd = [sys.executable, "-m", "morello", *args]
     if tmp_db is not None:
         cmd += ["--db", str(tmp_db)]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    # Run outside the source tree, so the installed (built) package is the one imported.
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600,
+                          cwd=tempfile.gettempdir())
 
 
 @pytest.fixture
