@@ -1,0 +1,73 @@
+"""Print the figures the closing notes quote, from one run on this machine.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/report.py [N ...]
+
+For each f32 matmul shape: cold synthesis (empty database, a fresh process), warm synthesis
+(same database, a second process), Specs solved and per second, peak RSS, database bytes,
+memo boxes vs Specs covered, and the verified kernel's GFLOP/s (timed inside C, best of
+repeats) next to numpy's (one thread) measured in the same process.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+SHAPES = [(8, 8, 8), (64, 64, 64), (256, 256, 256), (1024, 1024, 1024), (7, 13, 97)]
+
+CHILD = r"""
+import json, resource, sys, time
+import morello
+m, k, n, db, bench = sys.argv[1:6]
+prog = morello.synthesize(morello.matmul(int(m), int(k), int(n)), db=db)
+out = {"synthesis_seconds": prog.synthesis_seconds, "specs_solved": prog.stats.specs_solved,
+       "cost": prog.cost}
+if bench == "1":
+    from morello.cli import _inputs, _numpy_seconds, _time, verify
+    fn = prog.compile()
+    ok, err = verify(prog, fn)
+    out["verified"] = ok
+    if ok:
+        ins = _inputs(prog)
+        secs = _time(fn, ins, 7)
+        out["gflops"] = prog.spec.flops() / secs / 1e9
+        out["numpy_gflops"] = prog.spec.flops() / _numpy_seconds(ins, 7) / 1e9
+out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps(out))
+"""
+
+
+def run(m, k, n, db, bench):
+    p = subprocess.run([sys.executable, "-c", CHILD, str(m), str(k), str(n), db, bench],
+                       capture_output=True, text=True, cwd=tempfile.gettempdir())
+    if p.returncode:
+        raise SystemExit(p.stderr)
+    return json.loads(p.stdout)
+
+
+def main() -> None:
+    from morello.db import stats
+
+    shapes = [tuple(int(x) for x in a.split("x")) for a in sys.argv[1:]] or SHAPES
+    print("| shape | cold s | Specs solved | Specs/s | peak RSS MiB | warm s | DB bytes | "
+          "boxes | Specs covered | GFLOP/s | numpy GFLOP/s (1 thread) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for m, k, n in shapes:
+        with tempfile.TemporaryDirectory() as d:
+            db = os.path.join(d, "bench.db")
+            cold = run(m, k, n, db, "0")
+            warm = run(m, k, n, db, "1")
+            st = stats(db, "avx2")
+        rate = cold["specs_solved"] / max(cold["synthesis_seconds"], 1e-9)
+        g = warm.get("gflops")
+        print(f"| {m}×{k}×{n} | {cold['synthesis_seconds']:.2f} | {cold['specs_solved']} | "
+              f"{rate:,.0f} | {cold['peak_rss_mib']:.0f} | {warm['synthesis_seconds']:.3f} | "
+              f"{st['bytes']:,} | {st['boxes']:,} | {st['specs_covered']:,} | "
+              f"{'%.1f' % g if g else 'FAILED'} | {warm.get('numpy_gflops', 0):.1f} |",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
