@@ -82,6 +82,7 @@ cdef class Solver:
     cdef int64_t kunit[MAXK][16]    # per kind and kernel: bitmask of spec dims that must be 1
     cdef int64_t kvrf[MAXK][16]     # per kind and kernel: 1 if some operand must be VRF
     cdef int64_t processors, par_setup, par_iter
+    cdef Vec tile_sizes             # tile sizes to try, ascending
     # persistent layer: one compressed MemoTable per table (Matmul, Move, Zero families)
     cdef list tables                # MemoTables indexed by family, or None
     cdef Vec t_coord                # 4 coordinates per tensor id (see morello.coords)

@@ -235,6 +235,8 @@ cdef class Solver:
         free(self.t_par.data)
         free(self.t_vrf.data)
         free(self.moves.data)
+        free(self.tile_sizes.data)
+        self.tile_sizes.data = NULL
         self.records.data = self.t_par.data = self.t_vrf.data = self.moves.data = NULL
 
     cdef int _ensure_id(self, int64_t i) except -1:
@@ -505,7 +507,7 @@ cdef class Solver:
     # rows is exactly ``morello.rewrites.actions``' order (tested for parity).
 
     def configure(self, native, nops, reads, writes, kernel_units, kernel_vrf,
-                  int64_t processors, int64_t par_setup, int64_t par_iter):
+                  int64_t processors, int64_t par_setup, int64_t par_iter, tile_sizes):
         """Switch to native expansion. Per kind: operand count, read/written operand
         bitmasks, and per kernel the bitmask of dims that must be 1 and the VRF flag."""
         cdef Py_ssize_t k, j
@@ -518,6 +520,9 @@ cdef class Solver:
             for j in range(len(kernel_units[k])):
                 self.kunit[k][j] = kernel_units[k][j]
                 self.kvrf[k][j] = kernel_vrf[k][j]
+        self.tile_sizes.size = 0
+        for k in range(len(tile_sizes)):
+            vec_push(&self.tile_sizes, tile_sizes[k])
         self.processors = processors
         self.par_setup = par_setup
         self.par_iter = par_iter
@@ -721,11 +726,12 @@ cdef class Solver:
         top = max(rec[2 + outdims[0]], rec[2 + outdims[1]], rec[2 + outdims[2]])
         for par in range(1 if rec[9] else 2):
             for d in range(3):
-                size = 1
-                while size < top:
+                for j in range(self.tile_sizes.size):
+                    size = self.tile_sizes.data[j]
+                    if size >= top:
+                        break
                     self._loop_row(rec, idx, outdims[d], size, par == 1)
                     idx += 1
-                    size *= 2
         # 3. kernels, asking Python only when a kernel's necessary conditions hold
         any_kernel = False
         for k in range(self.nkernels[kind]):
@@ -758,11 +764,12 @@ cdef class Solver:
             self._push_row(idx, 0, 0, 0, 2, children, ones)
             idx += 1
         elif kind == 1:
-            size = 1
-            while size < rec[4]:
+            for j in range(self.tile_sizes.size):
+                size = self.tile_sizes.data[j]
+                if size >= rec[4]:
+                    break
                 self._loop_row(rec, idx, 2, size, False)
                 idx += 1
-                size *= 2
         self.row_count.data[i] = self.r_index.size - self.row_start.data[i]
         return 0
 

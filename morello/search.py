@@ -26,6 +26,7 @@ from morello.kernels.avx2 import kernels_for
 from morello.memory import Level
 from morello.rewrites import actions
 from morello.rewrites.move import operand_moves
+from morello.rewrites.tile import TILE_SIZES
 from morello.specs import READS, WRITES, PrimKind, Spec, operand_shapes
 from morello.tensorspec import TensorSpec
 
@@ -137,7 +138,7 @@ class Engine:
         vrf = [[int(kn.needs_vrf) for kn in kernels_for(k)] for k in kinds]
         t = self.target
         self.solver.configure(self, nops, reads, writes, units, vrf, t.processors,
-                              t.parallel_setup_cost, t.parallel_iter_cost)
+                              t.parallel_setup_cost, t.parallel_iter_cost, TILE_SIZES)
 
     def tile(self, tid: int, shape: tuple[int, ...]) -> int:
         t = self.tensors[tid]
