@@ -39,6 +39,9 @@ cdef struct Frame:
     int64_t best_main
     int64_t best_peaks[MAXL]
     int64_t best_depth
+    bint owns_rows        # this frame compiled its Spec's rows (and frees them on exit)
+    int64_t arena_rows    # row count before compiling
+    int64_t arena_edges   # edge count before compiling
 
 
 cdef class Solver:

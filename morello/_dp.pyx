@@ -402,7 +402,10 @@ cdef class Solver:
                     if self._lookup(f.id, f.limits) >= 0:
                         sp -= 1
                         continue
-                    if self.row_start.data[f.id] < 0:
+                    f.owns_rows = self.row_start.data[f.id] < 0
+                    if f.owns_rows:
+                        f.arena_rows = self.r_index.size
+                        f.arena_edges = self.e_child.size
                         self._compile(f.id)
                     f.row = self.row_start.data[f.id]
                     f.row_end = f.row + self.row_count.data[f.id]
@@ -494,6 +497,15 @@ cdef class Solver:
                 if pushed:
                     continue
                 self._store(f)
+                if f.owns_rows:
+                    # Rows live on an arena: a Spec's rows are needed only while its frame
+                    # is on the stack (most Specs are solved at one limit vector), so they
+                    # are dropped with it and recompiled on the rare later use.
+                    self.r_index.size = self.r_const.size = f.arena_rows
+                    self.r_child_start.size = self.r_child_count.size = f.arena_rows
+                    self.r_own.size = f.arena_rows * self.L
+                    self.e_child.size = self.e_coef.size = f.arena_edges
+                    self.row_start.data[f.id] = -1
                 sp -= 1
         finally:
             free(stack)
@@ -792,6 +804,13 @@ cdef class Solver:
             vec_push(&self.t_coord, 0)
         for j in range(4):
             self.t_coord.data[tid * 4 + j] = coords[j]
+
+    def sizes(self):
+        """Sizes of the core's arrays (for memory tuning)."""
+        return {"specs": self.records.size // REC, "rows": self.r_index.size,
+                "edges": self.e_child.size, "memo_entries": self.m_main.size,
+                "tensors": self.t_par.size, "tile_cache": self.tile_cache.vals.size,
+                "move_cache_ints": self.moves.size}
 
     @property
     def table_hits(self):

@@ -108,8 +108,8 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
     """Find the cheapest Impl of ``spec``.
 
     ``db``: None uses the default database (``$XDG_CACHE_HOME/morello/<target>.db``), a path
-    uses that file, False keeps results in memory only. ``progress(compiled, seen, solved,
-    seconds)`` is called periodically during long searches.
+    uses that file, False keeps results in memory only. ``progress(seen, solved, seconds)``
+    is called about twice a second during long searches.
     """
     tgt = parse_target(target) if isinstance(target, str) else target
     db_path = None if db is False else Path(db) if db is not None else dbmod.default_path(tgt.name)

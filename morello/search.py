@@ -174,8 +174,7 @@ class Engine:
             now = time.perf_counter() - self._t0
             if now - self._last > 0.5:
                 self._last = now
-                self.progress(self.solver.compiled_ids, self.solver.n_specs,
-                              self.solver.specs_solved, now)
+                self.progress(self.solver.n_specs, self.solver.specs_solved, now)
 
     def _compile(self, i: int) -> list[int]:
         """Template rows of logical Spec ``i``, expanded in Python (``native=False``):
@@ -229,7 +228,8 @@ class Engine:
         return Solution(Cost(main, tuple(peaks), depth), action)
 
 
-def stderr_progress(compiled: int, seen: int, solved: int, elapsed: float) -> None:
+def stderr_progress(seen: int, solved: int, elapsed: float) -> None:
+    """Progress line on stderr: Specs reached, (Spec, limits) pairs solved, rate."""
     rate = solved / elapsed if elapsed else 0.0
-    print(f"\rsearch: {compiled} Specs compiled ({seen} seen), {solved} solved, "
-          f"{rate:,.0f} Specs/s, {elapsed:.1f} s", end="", file=sys.stderr, flush=True)
+    print(f"\rsearch: {seen:,} Specs reached, {solved:,} solved, {rate:,.0f}/s, "
+          f"{elapsed:.1f} s ", end="", file=sys.stderr, flush=True)
