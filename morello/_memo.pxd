@@ -19,6 +19,8 @@ cdef enum:
     MAX_NDIM = 32        # largest supported number of coordinates
     MAX_NVALUES = 16     # largest supported number of values per box
     LEAF_SIZE = 16       # a leaf holding more box ids than this is split
+    FILTER_DIMS = 4      # dimensions a leaf screens its boxes on (see leaf_t)
+    SPLIT_SAMPLE = 256   # boxes sampled to rank the cuts of a larger leaf
     LEAF = -1            # node_t.dim of a leaf
     FREE = -2            # node_t.dim of a node on the free list
 
@@ -27,14 +29,16 @@ cdef struct vec_t:       # growable array of int64
     int64_t n            # used length
     int64_t cap          # allocated length
 
-cdef struct node_t:      # a k-d tree node: a leaf or a split of its region
-    int64_t split        # internal: x[dim] < split is left, x[dim] >= split right
-    int64_t left         # internal: node id of the left child
-    int64_t right        # internal: node id of the right child
-    int64_t parent       # node id of the parent; -1 for the root
-    int64_t limit        # leaf: split when ids.n exceeds this
-    vec_t ids            # leaf: ids of the boxes meeting the leaf's region
-    int32_t dim          # split dimension, or LEAF, or FREE
+cdef struct node_t:      # a k-d tree node, kept small for the descent
+    int64_t split        # internal: x[dim] < split goes left, else right
+    int32_t dim          # the cut dimension, or LEAF, or FREE
+    int32_t child        # internal: left child (right is child + 1); leaf: its leaf_t
+
+cdef struct leaf_t:      # the payload of a leaf node
+    vec_t ids            # ids of the boxes meeting the leaf's region
+    vec_t keys           # per id, [lo, hi] in each of fdims: a contiguous screen
+    int64_t limit        # split when ids.n exceeds this
+    int32_t fdims[FILTER_DIMS]  # the dimensions in which the boxes differ most
 
 
 @cython.final
@@ -54,26 +58,45 @@ cdef class MemoTable:
     cdef int64_t _nalive                     # number of stored boxes
     cdef int64_t _epoch                      # counter for deduplicating visits
 
-    # The k-d tree. Node 0 is the root and covers all of Z>=0^ndim.
+    # The k-d tree. Node 0 is the root; children come in pairs (2i+1, 2i+2).
     cdef node_t* _nodes                      # (_nodes_cap,) nodes
+    cdef int32_t* _parent                    # (_nodes_cap,) parent node; -1 for the root
+    cdef int64_t* _size                      # (_nodes_cap,) leaves under the node
+    cdef int64_t* _built                     # (_nodes_cap,) _size when the node was made
     cdef int64_t _nnodes                     # nodes ever handed out
     cdef int64_t _nodes_cap                  # allocated nodes
-    cdef vec_t _node_free                    # stack of free node ids
+    cdef vec_t _pair_free                    # left ids of free child pairs
+    cdef leaf_t* _leaves                     # (_leaves_cap,) leaf payloads
+    cdef int64_t _nleaves                    # payloads ever handed out
+    cdef int64_t _leaves_cap                 # allocated payloads
+    cdef vec_t _leaf_free                    # free payload indices
+    cdef int64_t _rebuilds                   # subtree rebuilds so far (diagnostics)
 
     # Scratch lists reused across calls.
     cdef vec_t _stack                        # traversal stack of node ids
     cdef vec_t _touched                      # leaves touched by (un)registering
     cdef vec_t _hits                         # box ids found by an overlap query
     cdef vec_t _work                         # box ids still to try merging
-    cdef vec_t _keys                         # split candidates being ranked
+    cdef vec_t _keys                         # coordinates ranked to pick a cut
+    cdef vec_t _gather                       # ids or nodes collected by a rebuild
+    cdef vec_t _sample                       # boxes sampled to rank cuts
 
-    cdef int64_t _new_leaf(self, int64_t parent) except -1 nogil
-    cdef int _split_leaf(self, int64_t node) except -1 nogil
+    cdef int _reserve_nodes(self, int64_t extra) except -1 nogil
+    cdef int64_t _new_leaf(self, int64_t node) except -1 nogil
+    cdef int64_t _new_pair(self, int64_t parent) except -1 nogil
+    cdef int _free_leaf(self, int64_t node) except -1 nogil
+    cdef int _leaf_push(self, int64_t lf, int64_t box) except -1 nogil
+    cdef int _leaf_refilter(self, int64_t lf) except -1 nogil
+    cdef int _best_cut(self, const int64_t* ids, int64_t n, int* best_dim,
+                       int64_t* best_m) except -1 nogil
+    cdef int _split_leaf(self, int64_t node, bint refilter) except -1 nogil
+    cdef int _after_split(self, int64_t node) except -1 nogil
+    cdef int _rebuild(self, int64_t node) except -1 nogil
     cdef int _try_collapse(self, int64_t node) except -1 nogil
     cdef int _walk(self, const int64_t* lo, const int64_t* hi) except -1 nogil
     cdef int _register(self, int64_t box) except -1 nogil
     cdef int _unregister(self, int64_t box) except -1 nogil
-    cdef int _reserve_box(self) except -1 nogil
+    cdef int _reserve_boxes(self, int64_t n) except -1 nogil
     cdef int64_t _insert(self, const int64_t* lo, const int64_t* hi,
                          const int64_t* val) except -1 nogil
     cdef int _remove(self, int64_t box) except -1 nogil

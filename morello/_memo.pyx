@@ -20,12 +20,22 @@ meeting its region, so a box crossing a cut is listed on both sides (as in an
 R+-tree) and a point query descends one path and scans one leaf. A leaf with
 more than LEAF_SIZE ids is cut at the median box boundary of the dimension
 that best balances it; if no cut helps, its limit doubles instead. Two sibling
-leaves that shrink to LEAF_SIZE / 2 ids together are joined again.
+leaves that shrink to LEAF_SIZE / 2 ids together are joined again. When
+inserts make the tree deeper than log_{5/3} of its leaf count, the subtree of
+a "scapegoat" ancestor is rebuilt by median cuts, so sorted inserts keep
+O(log n) depth. Each leaf screens its boxes on the FILTER_DIMS dimensions in
+which they differ most, from a contiguous copy of those bounds, before
+checking a candidate in full: this saves most cache misses of a scan.
+
+Concurrency: the table is not locked. The Python methods keep the GIL, so
+Python threads are safe; C callers of the nogil methods must serialize
+mutation themselves.
 """
 cimport cython
 from cpython.number cimport PyNumber_Index
 from libc.stdint cimport INT64_MAX, int64_t, uint8_t
-from libc.stdlib cimport free, qsort, realloc
+from libc.math cimport log
+from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy, memset
 
 import numpy as np
@@ -46,6 +56,17 @@ cdef int _grow(void** p, size_t nbytes) except -1 nogil:
     return 0
 
 
+cdef int _reserve(vec_t* v, int64_t n) except -1 nogil:
+    """Make room for n entries in v."""
+    cdef int64_t cap = v.cap if v.cap else 8
+    while cap < n:
+        cap *= 2
+    if cap != v.cap:
+        _grow(<void**>&v.data, cap * sizeof(int64_t))
+        v.cap = cap
+    return 0
+
+
 cdef int _push(vec_t* v, int64_t x) except -1 nogil:
     cdef int64_t cap
     if v.n == v.cap:
@@ -57,9 +78,30 @@ cdef int _push(vec_t* v, int64_t x) except -1 nogil:
     return 0
 
 
-cdef int _cmp_int64(const void* a, const void* b) noexcept nogil:
-    cdef int64_t x = (<const int64_t*>a)[0], y = (<const int64_t*>b)[0]
-    return (x > y) - (x < y)
+cdef int64_t _select(int64_t* a, int64_t n, int64_t k) noexcept nogil:
+    """The k-th smallest of a[0:n] (from 0), reordering a (Hoare's select)."""
+    cdef int64_t lo = 0, hi = n - 1, i, j, pivot, x, y, z
+    while lo < hi:
+        x, y, z = a[lo], a[(lo + hi) // 2], a[hi]
+        pivot = max(min(x, y), min(max(x, y), z))  # median of three
+        i, j = lo, hi
+        while i <= j:
+            while a[i] < pivot:
+                i += 1
+            while a[j] > pivot:
+                j -= 1
+            if i <= j:
+                a[i], a[j] = a[j], a[i]
+                i += 1
+                j -= 1
+        # Now a[lo..j] <= pivot <= a[i..hi], and a[j+1..i-1] == pivot.
+        if k <= j:
+            hi = j
+        elif k >= i:
+            lo = i
+        else:
+            return a[k]
+    return a[k]
 
 
 cdef inline bint _same_row(const int64_t* a, const int64_t* b,
@@ -122,18 +164,28 @@ cdef class MemoTable:
                 f"nvalues must be in 1..{MAX_NVALUES}, got {nvalues}")
         self.ndim = ndim
         self.nvalues = nvalues
-        self._new_leaf(-1)  # the root, node 0
+        self._reserve_nodes(1)
+        self._nnodes = 1
+        self._parent[0] = -1
+        self._size[0] = self._built[0] = 1
+        self._new_leaf(0)
 
     def __init__(self, int ndim, int nvalues):
         pass
 
     def __dealloc__(self):
         cdef int64_t i
-        if self._nodes != NULL:
-            for i in range(self._nnodes):
-                free(self._nodes[i].ids.data)
+        if self._leaves != NULL:
+            for i in range(self._nleaves):
+                free(self._leaves[i].ids.data)
+                free(self._leaves[i].keys.data)
+        free(self._leaves)
+        free(self._leaf_free.data)
         free(self._nodes)
-        free(self._node_free.data)
+        free(self._parent)
+        free(self._size)
+        free(self._built)
+        free(self._pair_free.data)
         free(self._lo)
         free(self._hi)
         free(self._val)
@@ -145,46 +197,155 @@ cdef class MemoTable:
         free(self._hits.data)
         free(self._work.data)
         free(self._keys.data)
+        free(self._gather.data)
+        free(self._sample.data)
 
     # ---- the k-d tree --------------------------------------------------
+    #
+    # Nodes are split only at leaves, so leaf regions always partition space.
+    # _size counts the leaves under a node; it drives the scapegoat rule that
+    # keeps the depth logarithmic when boxes arrive in sorted order.
 
-    cdef int64_t _new_leaf(self, int64_t parent) except -1 nogil:
-        cdef int64_t node, cap
-        if self._node_free.n > 0:
-            self._node_free.n -= 1
-            node = self._node_free.data[self._node_free.n]
+    cdef int _reserve_nodes(self, int64_t extra) except -1 nogil:
+        cdef int64_t cap = self._nodes_cap if self._nodes_cap else 16
+        while cap < self._nnodes + extra:
+            cap *= 2
+        if cap == self._nodes_cap:
+            return 0
+        _grow(<void**>&self._nodes, cap * sizeof(node_t))
+        _grow(<void**>&self._parent, cap * sizeof(int32_t))
+        _grow(<void**>&self._size, cap * sizeof(int64_t))
+        _grow(<void**>&self._built, cap * sizeof(int64_t))
+        self._nodes_cap = cap
+        return 0
+
+    cdef int64_t _new_leaf(self, int64_t node) except -1 nogil:
+        """Make node an empty leaf with a fresh payload; return the payload."""
+        cdef int64_t lf, cap
+        cdef int k, d = self.ndim
+        if self._leaf_free.n > 0:
+            self._leaf_free.n -= 1
+            lf = self._leaf_free.data[self._leaf_free.n]
         else:
-            if self._nnodes == self._nodes_cap:
-                cap = 2 * self._nodes_cap if self._nodes_cap else 16
-                _grow(<void**>&self._nodes, cap * sizeof(node_t))
-                self._nodes_cap = cap
-            node = self._nnodes
-            self._nnodes += 1
-        memset(&self._nodes[node], 0, sizeof(node_t))
+            if self._nleaves == self._leaves_cap:
+                cap = 2 * self._leaves_cap if self._leaves_cap else 16
+                _grow(<void**>&self._leaves, cap * sizeof(leaf_t))
+                self._leaves_cap = cap
+            lf = self._nleaves
+            self._nleaves += 1
+            memset(&self._leaves[lf], 0, sizeof(leaf_t))
+        # A recycled payload keeps its buffers.
+        self._leaves[lf].ids.n = self._leaves[lf].keys.n = 0
+        self._leaves[lf].limit = LEAF_SIZE
+        for k in range(FILTER_DIMS):
+            # Until a split looks at the boxes, filter on the last dimensions
+            # (the memory coordinates), cycling if there are fewer.
+            self._leaves[lf].fdims[k] = ((d - 1 - k) % d + d) % d
         self._nodes[node].dim = LEAF
-        self._nodes[node].parent = parent
-        self._nodes[node].limit = LEAF_SIZE
-        return node
+        self._nodes[node].child = <int32_t>lf
+        return lf
 
-    cdef int _split_leaf(self, int64_t node) except -1 nogil:
-        """Cut an overfull leaf in two; return 1, or 0 if no cut helps.
+    cdef int64_t _new_pair(self, int64_t parent) except -1 nogil:
+        """Two fresh nodes (left, left + 1) under parent; return left."""
+        cdef int64_t left
+        if self._pair_free.n > 0:
+            self._pair_free.n -= 1
+            left = self._pair_free.data[self._pair_free.n]
+        else:
+            self._reserve_nodes(2)
+            left = self._nnodes
+            self._nnodes += 2
+        self._parent[left] = self._parent[left + 1] = <int32_t>parent
+        self._size[left] = self._size[left + 1] = 1
+        self._built[left] = self._built[left + 1] = 1
+        return left
 
-        Candidate cuts are, in each dimension, the medians of the boxes' low
-        faces and of their high faces. A cut sends a box left if it starts
-        below the cut and right if it ends at or above it. The best candidate
-        minimises the larger side, then the total (duplication).
+    cdef int _free_leaf(self, int64_t node) except -1 nogil:
+        """Recycle the payload of leaf node (its node slot is freed with its
+        pair)."""
+        _push(&self._leaf_free, self._nodes[node].child)
+        self._nodes[node].dim = FREE
+        return 0
+
+    cdef int _leaf_push(self, int64_t lf, int64_t box) except -1 nogil:
+        """Append box to leaf payload lf with its filter keys."""
+        cdef leaf_t* leaf = &self._leaves[lf]
+        cdef int k, d = self.ndim
+        cdef int64_t* key
+        _push(&leaf.ids, box)
+        _reserve(&leaf.keys, leaf.keys.n + 2 * FILTER_DIMS)
+        key = &leaf.keys.data[leaf.keys.n]
+        for k in range(FILTER_DIMS):
+            key[2 * k] = self._lo[box * d + leaf.fdims[k]]
+            key[2 * k + 1] = self._hi[box * d + leaf.fdims[k]]
+        leaf.keys.n += 2 * FILTER_DIMS
+        return 0
+
+    cdef int _leaf_refilter(self, int64_t lf) except -1 nogil:
+        """Pick as filter dimensions of leaf payload lf those in which most
+        of its boxes differ from the first one, and recompute the keys."""
+        cdef leaf_t* leaf = &self._leaves[lf]
+        cdef int64_t count[MAX_NDIM]
+        cdef int d = self.ndim, i, k, best
+        cdef int64_t t, n = leaf.ids.n, b, b0
+        cdef int64_t* key
+        for i in range(d):
+            count[i] = 0
+        if n > 1:
+            b0 = leaf.ids.data[0]
+            for t in range(1, n):
+                b = leaf.ids.data[t]
+                for i in range(d):
+                    count[i] += (self._lo[b * d + i] != self._lo[b0 * d + i]
+                                 or self._hi[b * d + i] != self._hi[b0 * d + i])
+        for k in range(FILTER_DIMS):
+            # The k-th most varying dimension; ties go to later dimensions.
+            best = -1
+            for i in range(d - 1, -1, -1):
+                if count[i] >= 0 and (best < 0 or count[i] > count[best]):
+                    best = i
+            if best < 0:  # fewer dimensions than filter slots: repeat
+                best = leaf.fdims[k - d]
+            else:
+                count[best] = -1
+            leaf.fdims[k] = best
+        _reserve(&leaf.keys, 2 * FILTER_DIMS * n)
+        for t in range(n):
+            b = leaf.ids.data[t]
+            key = &leaf.keys.data[2 * FILTER_DIMS * t]
+            for k in range(FILTER_DIMS):
+                key[2 * k] = self._lo[b * d + leaf.fdims[k]]
+                key[2 * k + 1] = self._hi[b * d + leaf.fdims[k]]
+        leaf.keys.n = 2 * FILTER_DIMS * n
+        return 0
+
+    cdef int _best_cut(self, const int64_t* ids, int64_t n, int* best_dim,
+                       int64_t* best_m) except -1 nogil:
+        """Rank the candidate cuts of the boxes ids[0:n]; return the larger
+        side of the best one (n or more: no cut helps).
+
+        Candidates are, in each dimension where the boxes differ, the medians
+        of the boxes' low faces and of their high faces. A cut at m sends a
+        box left if it starts below m and right if it ends at or above m. The
+        best candidate minimises the larger side, then the total (the boxes
+        listed on both sides).
         """
         cdef int d = self.ndim, dim, which
-        cdef int64_t n = self._nodes[node].ids.n, t, b, m, nl, nr
-        cdef int64_t best = n, best_total = 2 * n + 1, best_m = 0
-        cdef int best_dim = -1
-        cdef int64_t left, right
-        cdef const int64_t* ids
-        self._keys.n = 0
-        for t in range(n):
-            _push(&self._keys, 0)
-        ids = self._nodes[node].ids.data
+        cdef int64_t t, b, m, nl, nr, lo0, hi0
+        cdef int64_t best = n, best_total = 2 * n + 1
+        cdef bint same
+        _reserve(&self._keys, n)
         for dim in range(d):
+            lo0 = self._lo[ids[0] * d + dim]
+            hi0 = self._hi[ids[0] * d + dim]
+            same = True
+            for t in range(1, n):
+                b = ids[t]
+                if self._lo[b * d + dim] != lo0 or self._hi[b * d + dim] != hi0:
+                    same = False
+                    break
+            if same:
+                continue  # every cut puts all boxes on one side or both
             for which in range(2):
                 for t in range(n):
                     b = ids[t]
@@ -194,8 +355,7 @@ cdef class MemoTable:
                         self._keys.data[t] = self._hi[b * d + dim] + 1
                     else:
                         self._keys.data[t] = INT64_MAX
-                qsort(self._keys.data, n, sizeof(int64_t), _cmp_int64)
-                m = self._keys.data[n // 2]
+                m = _select(self._keys.data, n, n // 2)
                 nl = nr = 0
                 for t in range(n):
                     b = ids[t]
@@ -204,123 +364,248 @@ cdef class MemoTable:
                 if max(nl, nr) < best or (max(nl, nr) == best
                                           and nl + nr < best_total):
                     best, best_total = max(nl, nr), nl + nr
-                    best_dim, best_m = dim, m
-        if best >= n:
+                    best_dim[0], best_m[0] = dim, m
+        return best
+
+    cdef int _split_leaf(self, int64_t node, bint refilter) except -1 nogil:
+        """Cut an overfull leaf in two; return 1, or 0 if no cut helps.
+
+        Large leaves (bulk loads, rebuilds) rank the cuts on an evenly spaced
+        sample of SPLIT_SAMPLE boxes. With refilter false the children's
+        screens are left stale, for the caller to recompute.
+        """
+        cdef int d = self.ndim, best_dim = -1
+        cdef int64_t lf = self._nodes[node].child, n = self._leaves[lf].ids.n
+        cdef int64_t t, w, nl = n, nr = n, left, rf, best_m = 0
+        cdef int64_t* ids = self._leaves[lf].ids.data
+        if n > 4 * SPLIT_SAMPLE:
+            self._sample.n = 0
+            for t in range(SPLIT_SAMPLE):
+                _push(&self._sample, ids[t * n // SPLIT_SAMPLE])
+            if self._best_cut(self._sample.data, SPLIT_SAMPLE, &best_dim,
+                              &best_m) < SPLIT_SAMPLE:
+                nl = nr = 0
+                for t in range(n):
+                    nl += self._lo[ids[t] * d + best_dim] < best_m
+                    nr += self._hi[ids[t] * d + best_dim] >= best_m
+        if max(nl, nr) >= n and self._best_cut(ids, n, &best_dim, &best_m) >= n:
             # Every candidate leaves one side as full as now: grow instead.
-            self._nodes[node].limit = 2 * n
+            self._leaves[lf].limit = 2 * n
             return 0
-        left = self._new_leaf(node)
-        right = self._new_leaf(node)
-        ids = self._nodes[node].ids.data  # _nodes may have moved
+        left = self._new_pair(node)
+        rf = self._new_leaf(left + 1)
+        ids = self._leaves[lf].ids.data  # _leaves may have moved
         for t in range(n):
-            b = ids[t]
-            if self._lo[b * d + best_dim] < best_m:
-                _push(&self._nodes[left].ids, b)
-            if self._hi[b * d + best_dim] >= best_m:
-                _push(&self._nodes[right].ids, b)
-        free(self._nodes[node].ids.data)
-        self._nodes[node].ids.data = NULL
-        self._nodes[node].ids.n = self._nodes[node].ids.cap = 0
+            if self._hi[ids[t] * d + best_dim] >= best_m:
+                _push(&self._leaves[rf].ids, ids[t])
+        # The left child keeps this leaf's payload, filtered in place.
+        w = 0
+        for t in range(n):
+            if self._lo[ids[t] * d + best_dim] < best_m:
+                ids[w] = ids[t]
+                w += 1
+        self._leaves[lf].ids.n = w
+        self._leaves[lf].limit = LEAF_SIZE
+        if refilter:
+            self._leaf_refilter(lf)
+            self._leaf_refilter(rf)
+        self._nodes[left].dim = LEAF
+        self._nodes[left].child = <int32_t>lf
         self._nodes[node].dim = best_dim
         self._nodes[node].split = best_m
-        self._nodes[node].left = left
-        self._nodes[node].right = right
+        self._nodes[node].child = <int32_t>left
         return 1
+
+    cdef int _after_split(self, int64_t node) except -1 nogil:
+        """Count the new leaf on the path to the root; if the new leaves are
+        deeper than log_{5/3}(leaves) + 2, rebuild the lowest ancestor that
+        is out of balance (one child holds over 3/5 of its leaves) and has
+        doubled since it was built, the scapegoat rule."""
+        cdef int64_t a = node, depth = 0, c, big
+        self._built[node] = 2
+        while a >= 0:
+            self._size[a] += 1
+            depth += 1
+            a = self._parent[a]
+        if depth <= log(<double>self._size[0]) / log(5.0 / 3.0) + 2:
+            return 0
+        a = node
+        while a >= 0:
+            c = self._nodes[a].child
+            big = max(self._size[c], self._size[c + 1])
+            if 5 * big > 3 * self._size[a] and self._size[a] >= 2 * self._built[a]:
+                return self._rebuild(a)
+            a = self._parent[a]
+        return 0
+
+    cdef int _rebuild(self, int64_t node) except -1 nogil:
+        """Rebuild the subtree at node from its boxes by median cuts."""
+        cdef int64_t x, c, t, b, lf, old_size = self._size[node]
+        cdef vec_t* ids
+        self._rebuilds += 1
+        # Gather the distinct ids below node and free everything below it.
+        self._gather.n = 0
+        self._epoch += 1
+        self._stack.n = 0
+        _push(&self._stack, node)
+        while self._stack.n > 0:
+            self._stack.n -= 1
+            x = self._stack.data[self._stack.n]
+            if self._nodes[x].dim == LEAF:
+                ids = &self._leaves[self._nodes[x].child].ids
+                for t in range(ids.n):
+                    b = ids.data[t]
+                    if self._stamp[b] != self._epoch:
+                        self._stamp[b] = self._epoch
+                        _push(&self._gather, b)
+                self._free_leaf(x)
+            else:
+                c = self._nodes[x].child
+                _push(&self._pair_free, c)
+                _push(&self._stack, c)
+                _push(&self._stack, c + 1)
+        lf = self._new_leaf(node)
+        for t in range(self._gather.n):
+            _push(&self._leaves[lf].ids, self._gather.data[t])
+        # Cut top-down; record the nodes in preorder in _gather.
+        self._gather.n = 0
+        _push(&self._stack, node)
+        while self._stack.n > 0:
+            self._stack.n -= 1
+            x = self._stack.data[self._stack.n]
+            _push(&self._gather, x)
+            if (self._leaves[self._nodes[x].child].ids.n > LEAF_SIZE
+                    and self._split_leaf(x, False)):
+                c = self._nodes[x].child
+                _push(&self._stack, c)
+                _push(&self._stack, c + 1)
+        # Children follow their parent in preorder: fill sizes backwards.
+        for t in range(self._gather.n - 1, -1, -1):
+            x = self._gather.data[t]
+            if self._nodes[x].dim == LEAF:
+                self._size[x] = 1
+                self._leaf_refilter(self._nodes[x].child)
+            else:
+                c = self._nodes[x].child
+                self._size[x] = self._size[c] + self._size[c + 1]
+            self._built[x] = self._size[x]
+        x = self._parent[node]
+        while x >= 0:
+            self._size[x] += self._size[node] - old_size
+            x = self._parent[x]
+        return 0
 
     cdef int _try_collapse(self, int64_t node) except -1 nogil:
         """Join leaf node with its sibling if together they hold at most
         LEAF_SIZE / 2 ids, and repeat upwards."""
-        cdef int64_t parent, left, right, t, b
+        cdef int64_t parent, c, lf, rf, t, b, a
+        cdef vec_t* rids
         while True:
-            parent = self._nodes[node].parent
+            parent = self._parent[node]
             if parent < 0:
                 return 0
-            left = self._nodes[parent].left
-            right = self._nodes[parent].right
-            if (self._nodes[left].dim != LEAF or self._nodes[right].dim != LEAF
-                    or self._nodes[left].ids.n + self._nodes[right].ids.n
-                    > LEAF_SIZE // 2):
+            c = self._nodes[parent].child
+            if self._nodes[c].dim != LEAF or self._nodes[c + 1].dim != LEAF:
+                return 0
+            lf = self._nodes[c].child
+            rf = self._nodes[c + 1].child
+            if self._leaves[lf].ids.n + self._leaves[rf].ids.n > LEAF_SIZE // 2:
                 return 0
             # The parent takes over the left list plus the right one's ids
             # not already in it (boxes crossing the cut are in both).
             self._epoch += 1
-            for t in range(self._nodes[left].ids.n):
-                self._stamp[self._nodes[left].ids.data[t]] = self._epoch
-            for t in range(self._nodes[right].ids.n):
-                b = self._nodes[right].ids.data[t]
+            for t in range(self._leaves[lf].ids.n):
+                self._stamp[self._leaves[lf].ids.data[t]] = self._epoch
+            rids = &self._leaves[rf].ids
+            for t in range(rids.n):
+                b = rids.data[t]
                 if self._stamp[b] != self._epoch:
-                    _push(&self._nodes[left].ids, b)
-            self._nodes[parent].ids = self._nodes[left].ids
+                    _push(&self._leaves[lf].ids, b)
+            self._free_leaf(c + 1)
+            self._nodes[c].dim = FREE
+            _push(&self._pair_free, c)
             self._nodes[parent].dim = LEAF
-            self._nodes[parent].limit = LEAF_SIZE
-            free(self._nodes[right].ids.data)
-            memset(&self._nodes[left].ids, 0, sizeof(vec_t))
-            memset(&self._nodes[right].ids, 0, sizeof(vec_t))
-            self._nodes[left].dim = self._nodes[right].dim = FREE
-            _push(&self._node_free, left)
-            _push(&self._node_free, right)
+            self._nodes[parent].child = <int32_t>lf
+            self._leaves[lf].limit = LEAF_SIZE
+            self._leaf_refilter(lf)
+            self._built[parent] = 1
+            a = parent
+            while a >= 0:
+                self._size[a] -= 1
+                a = self._parent[a]
             node = parent
 
     cdef int _walk(self, const int64_t* lo, const int64_t* hi) except -1 nogil:
         """Set _touched to the leaves whose region meets the box [lo, hi]."""
-        cdef int64_t node
-        cdef node_t* nd
+        cdef int64_t x
+        cdef const node_t* nd
         self._touched.n = 0
         self._stack.n = 0
         _push(&self._stack, 0)
         while self._stack.n > 0:
             self._stack.n -= 1
-            node = self._stack.data[self._stack.n]
-            nd = &self._nodes[node]
+            x = self._stack.data[self._stack.n]
+            nd = &self._nodes[x]
             if nd.dim == LEAF:
-                _push(&self._touched, node)
+                _push(&self._touched, x)
                 continue
             if hi[nd.dim] >= nd.split:
-                _push(&self._stack, nd.right)
+                _push(&self._stack, nd.child + 1)
             if lo[nd.dim] < nd.split:
-                _push(&self._stack, nd.left)
+                _push(&self._stack, nd.child)
         return 0
 
     cdef int _register(self, int64_t box) except -1 nogil:
-        cdef int64_t t, leaf
+        cdef int64_t t, x, lf
         self._walk(&self._lo[box * self.ndim], &self._hi[box * self.ndim])
         for t in range(self._touched.n):
-            _push(&self._nodes[self._touched.data[t]].ids, box)
+            self._leaf_push(self._nodes[self._touched.data[t]].child, box)
         t = 0
         while t < self._touched.n:
-            leaf = self._touched.data[t]
+            x = self._touched.data[t]
             t += 1
-            if (self._nodes[leaf].ids.n > self._nodes[leaf].limit
-                    and self._split_leaf(leaf)):
+            if self._nodes[x].dim != LEAF:
+                continue  # split or rebuilt earlier in this loop
+            lf = self._nodes[x].child
+            if (self._leaves[lf].ids.n > self._leaves[lf].limit
+                    and self._split_leaf(x, True)):
                 # The halves may still be overfull: check them in turn.
-                _push(&self._touched, self._nodes[leaf].left)
-                _push(&self._touched, self._nodes[leaf].right)
+                _push(&self._touched, self._nodes[x].child)
+                _push(&self._touched, self._nodes[x].child + 1)
+                self._after_split(x)
         return 0
 
     cdef int _unregister(self, int64_t box) except -1 nogil:
-        cdef int64_t t, u, leaf
-        cdef vec_t* ids
+        cdef int64_t t, u, x
+        cdef leaf_t* leaf
         self._walk(&self._lo[box * self.ndim], &self._hi[box * self.ndim])
         for t in range(self._touched.n):
-            ids = &self._nodes[self._touched.data[t]].ids
-            for u in range(ids.n):
-                if ids.data[u] == box:
-                    ids.n -= 1
-                    ids.data[u] = ids.data[ids.n]
+            leaf = &self._leaves[self._nodes[self._touched.data[t]].child]
+            for u in range(leaf.ids.n):
+                if leaf.ids.data[u] == box:
+                    # Swap-remove the id and its keys.
+                    leaf.ids.n -= 1
+                    leaf.ids.data[u] = leaf.ids.data[leaf.ids.n]
+                    leaf.keys.n -= 2 * FILTER_DIMS
+                    memcpy(&leaf.keys.data[2 * FILTER_DIMS * u],
+                           &leaf.keys.data[leaf.keys.n],
+                           2 * FILTER_DIMS * sizeof(int64_t))
                     break
         for t in range(self._touched.n):
-            leaf = self._touched.data[t]
-            if self._nodes[leaf].dim == LEAF:  # not freed by a collapse
-                self._try_collapse(leaf)
+            x = self._touched.data[t]
+            if self._nodes[x].dim == LEAF:  # not freed by a collapse
+                self._try_collapse(x)
         return 0
 
     # ---- boxes ---------------------------------------------------------
 
-    cdef int _reserve_box(self) except -1 nogil:
-        cdef int64_t cap
-        if self._nslots < self._cap:
+    cdef int _reserve_boxes(self, int64_t n) except -1 nogil:
+        """Make room for box ids 0..n-1."""
+        cdef int64_t cap = self._cap if self._cap else 16
+        while cap < n:
+            cap *= 2
+        if cap == self._cap:
             return 0
-        cap = 2 * self._cap if self._cap else 16
         _grow(<void**>&self._lo, cap * self.ndim * sizeof(int64_t))
         _grow(<void**>&self._hi, cap * self.ndim * sizeof(int64_t))
         _grow(<void**>&self._val, cap * self.nvalues * sizeof(int64_t))
@@ -337,7 +622,7 @@ cdef class MemoTable:
             self._free.n -= 1
             box = self._free.data[self._free.n]
         else:
-            self._reserve_box()
+            self._reserve_boxes(self._nslots + 1)
             box = self._nslots
             self._nslots += 1
         memcpy(&self._lo[box * self.ndim], lo, self.ndim * sizeof(int64_t))
@@ -360,21 +645,34 @@ cdef class MemoTable:
     cdef int64_t _locate(self, const int64_t* point) noexcept nogil:
         """Id of the box containing point, or -1."""
         cdef int d = self.ndim, i
-        cdef const node_t* nd = &self._nodes[0]
-        cdef int64_t t, b
+        cdef const node_t* nd = self._nodes
+        cdef const leaf_t* lf
+        cdef int64_t t, b, q0, q1, q2, q3
+        cdef const int64_t* key
         cdef const int64_t* lo
         cdef const int64_t* hi
-        while nd.dim != LEAF:
-            nd = &self._nodes[nd.left if point[nd.dim] < nd.split else nd.right]
-        for t in range(nd.ids.n):
-            b = nd.ids.data[t]
-            lo = &self._lo[b * d]
-            hi = &self._hi[b * d]
-            for i in range(d):
-                if point[i] < lo[i] or point[i] > hi[i]:
-                    break
-            else:
-                return b
+        while nd.dim >= 0:
+            nd = &self._nodes[nd.child + (point[nd.dim] >= nd.split)]
+        lf = &self._leaves[nd.child]
+        # Screen the leaf's boxes on its filter dimensions, whose bounds sit
+        # next to each other in lf.keys; check survivors in full.
+        q0 = point[lf.fdims[0]]
+        q1 = point[lf.fdims[1]]
+        q2 = point[lf.fdims[2]]
+        q3 = point[lf.fdims[3]]
+        key = lf.keys.data
+        for t in range(lf.ids.n):
+            if (key[0] <= q0 <= key[1] and key[2] <= q1 <= key[3]
+                    and key[4] <= q2 <= key[5] and key[6] <= q3 <= key[7]):
+                b = lf.ids.data[t]
+                lo = &self._lo[b * d]
+                hi = &self._hi[b * d]
+                for i in range(d):
+                    if point[i] < lo[i] or point[i] > hi[i]:
+                        break
+                else:
+                    return b
+            key += 2 * FILTER_DIMS
         return -1
 
     cdef int _collect_overlaps(self, const int64_t* lo,
@@ -388,7 +686,7 @@ cdef class MemoTable:
         self._epoch += 1
         self._walk(lo, hi)
         for t in range(self._touched.n):
-            ids = &self._nodes[self._touched.data[t]].ids
+            ids = &self._leaves[self._nodes[self._touched.data[t]].child].ids
             for u in range(ids.n):
                 b = ids.data[u]
                 if self._stamp[b] == self._epoch:
@@ -526,8 +824,7 @@ cdef class MemoTable:
                 raise ValueError(f"lo[{i}] = {clo[i]} is negative")
             if clo[i] > chi[i]:
                 raise ValueError(f"lo[{i}] = {clo[i]} > hi[{i}] = {chi[i]}")
-        with nogil:
-            self._put(clo, chi, cval)
+        self._put(clo, chi, cval)
 
     def get(self, point):
         """The value at point as a tuple of ints, or None if it has none."""
@@ -559,16 +856,16 @@ cdef class MemoTable:
         cdef uint8_t[::1] F = found.view(np.uint8)
         cdef int64_t b
         cdef int i, d = self.ndim, k = self.nvalues
-        with nogil:
-            for r in range(n):
-                for i in range(d):
-                    if P[r, i] < 0:
-                        break
-                else:
-                    b = self._locate(&P[r, 0])
-                    if b >= 0:
-                        F[r] = 1
-                        memcpy(&V[r, 0], &self._val[b * k], k * sizeof(int64_t))
+        # The GIL stays held: a put from another thread must not interleave.
+        for r in range(n):
+            for i in range(d):
+                if P[r, i] < 0:
+                    break
+            else:
+                b = self._locate(&P[r, 0])
+                if b >= 0:
+                    F[r] = 1
+                    memcpy(&V[r, 0], &self._val[b * k], k * sizeof(int64_t))
         return values, found
 
     def __len__(self):
@@ -635,8 +932,8 @@ cdef class MemoTable:
     def from_arrays(cls, lo, hi, values):
         """Rebuild a table from to_arrays() output, keeping the boxes as given.
 
-        Raises ValueError if shapes disagree, a box is empty or negative, or
-        two boxes overlap.
+        The index is built in one pass of median cuts. Raises ValueError if
+        shapes disagree, a box is empty or negative, or two boxes overlap.
         """
         lo = np.asarray(lo)
         values = np.asarray(values)
@@ -656,35 +953,47 @@ cdef class MemoTable:
         cdef const int64_t[:, ::1] L = alo
         cdef const int64_t[:, ::1] H = ahi
         cdef const int64_t[:, ::1] V = aval
-        cdef Py_ssize_t r
-        for r in range(alo.shape[0]):
-            table._collect_overlaps(&L[r, 0], &H[r, 0])
-            if table._hits.n:
-                raise ValueError(f"box {r} overlaps an earlier box")
-            table._insert(&L[r, 0], &H[r, 0], &V[r, 0])
+        cdef int64_t n = alo.shape[0], b = 0
+        with nogil:  # safe: no other thread can see the new table yet
+            table._reserve_boxes(n)
+            table._nslots = table._nalive = n
+            if n:
+                memcpy(table._lo, &L[0, 0], n * d * sizeof(int64_t))
+                memcpy(table._hi, &H[0, 0], n * d * sizeof(int64_t))
+                memcpy(table._val, &V[0, 0], n * k * sizeof(int64_t))
+            for b in range(n):
+                table._alive[b] = 1
+                table._stamp[b] = 0
+                _push(&table._leaves[table._nodes[0].child].ids, b)
+            table._rebuild(0)
+            for b in range(n):
+                table._collect_overlaps(&L[b, 0], &H[b, 0])
+                if table._hits.n != 1:
+                    break
+        if n and table._hits.n != 1:
+            raise ValueError(f"box {b} overlaps another box")
         return table
 
     def _tree_stats(self):
         """Shape of the index, for tuning: a dict of counts and depths."""
-        cdef int64_t node
-        leaves = ids = max_leaf = max_depth = 0
-        depth_sum = 0
+        cdef int64_t x
+        leaves = ids = max_leaf = max_depth = depth_sum = 0
         stack = [(0, 0)]
         while stack:
-            node, depth = stack.pop()
-            if self._nodes[node].dim == LEAF:
+            x, depth = stack.pop()
+            if self._nodes[x].dim == LEAF:
+                n = self._leaves[self._nodes[x].child].ids.n
                 leaves += 1
-                ids += self._nodes[node].ids.n
-                max_leaf = max(max_leaf, self._nodes[node].ids.n)
+                ids += n
+                max_leaf = max(max_leaf, n)
                 max_depth = max(max_depth, depth)
                 depth_sum += depth
             else:
-                stack.append((self._nodes[node].left, depth + 1))
-                stack.append((self._nodes[node].right, depth + 1))
-        return {"nodes": self._nnodes - self._node_free.n, "leaves": leaves,
-                "ids_in_leaves": ids, "boxes": self._nalive,
+                stack.append((self._nodes[x].child, depth + 1))
+                stack.append((self._nodes[x].child + 1, depth + 1))
+        return {"leaves": leaves, "ids_in_leaves": ids, "boxes": self._nalive,
                 "max_leaf": max_leaf, "max_depth": max_depth,
-                "mean_depth": depth_sum / leaves}
+                "mean_depth": depth_sum / leaves, "rebuilds": self._rebuilds}
 
     def __reduce__(self):
         return (MemoTable.from_arrays, self.to_arrays())

@@ -171,6 +171,14 @@ def test_arrays_round_trip(ops):
     assert pickle.loads(pickle.dumps(table)).boxes() == table.boxes()
     # The model reads the same arrays: both describe the same map.
     assert DenseMemoTable.from_arrays(lo, hi, values).cells == model.cells
+    # The bulk-built index takes further puts like the incremental one.
+    for _, hi_, v in reversed(puts):
+        again.put(hi_, hi_, v)
+        model.put(hi_, hi_, v)
+    values_, found = again.get_many(grid)
+    want_values, want_found = _dense(model, grid)
+    np.testing.assert_array_equal(found, want_found)
+    np.testing.assert_array_equal(values_, want_values)
 
 
 def test_from_arrays_rejects_overlapping_boxes():
@@ -311,10 +319,10 @@ def test_covered_counts_volumes_beyond_int64():
 
 @settings(max_examples=10, deadline=None)
 @given(st.integers(0, 2**32 - 1))
-def test_many_puts_across_many_pages_match_dense_model(seed):
-    # Points scattered over ~256 level-0 pages, wiped every 50 puts by a wide
-    # box, so that pages are emptied and dropped from the hash table often,
-    # and boxes move between levels as they merge.
+def test_many_puts_that_split_and_join_leaves_match_dense_model(seed):
+    # Points scattered over a 64 x 64 plane, wiped every 50 puts by a wide
+    # box: index leaves are split, emptied and joined again many times, and
+    # subtrees are rebuilt.
     rng = np.random.default_rng(seed)
     table, model = MemoTable(6, 1), DenseMemoTable(6, 1)
     for step in range(600):
@@ -332,3 +340,27 @@ def test_many_puts_across_many_pages_match_dense_model(seed):
     values, found = table.get_many(points)
     assert found.all()
     np.testing.assert_array_equal(values[:, 0], [v for (v,) in model.cells.values()])
+
+
+@pytest.mark.parametrize("ndim", [1, 3])
+def test_sorted_inserts_keep_the_index_shallow(ndim):
+    # Inserting in sorted order grows one side of a k-d tree only; the
+    # scapegoat rebuilds must keep the depth logarithmic in the leaf count.
+    table = MemoTable(ndim, 1)
+    for i in range(20_000):
+        p = (0,) * (ndim - 1) + (i,)
+        table.put(p, p, (i % 2,))
+    stats = table._tree_stats()
+    assert len(table) == 20_000
+    assert stats["max_depth"] <= 3 * np.log2(stats["leaves"]) + 4, stats
+    assert table.get((0,) * (ndim - 1) + (12_345,)) == (1,)
+
+
+def test_bulk_load_builds_a_shallow_index():
+    rng = np.random.default_rng(0)
+    lo = np.unique(rng.integers(0, 1000, (5000, 3)), axis=0)
+    table = MemoTable.from_arrays(lo, lo, rng.integers(0, 9, (len(lo), 2)))
+    stats = table._tree_stats()
+    assert stats["max_depth"] <= 2 * np.log2(stats["leaves"]) + 4, stats
+    values, found = table.get_many(lo)
+    assert found.all()
