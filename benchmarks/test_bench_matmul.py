@@ -18,7 +18,7 @@ SHAPES = [(1, 8, 8, 8), (1, 16, 16, 16), (1, 32, 32, 32), (1, 7, 13, 97), (4, 8,
 
 
 def _fresh():
-    api._ENGINES.clear()
+    api._SESSIONS.clear()
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))

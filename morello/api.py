@@ -10,8 +10,8 @@ import numpy as np
 from morello import db as dbmod
 from morello import layouts
 from morello.dtypes import SUPPORTED, Dtype, parse_dtype
-from morello.errors import SpecError
-from morello.impl import Impl, reconstruct
+from morello.errors import MorelloError, SpecError
+from morello.impl import Impl, reconstruct, replay
 from morello.memory import Level, Target, parse_target
 from morello.search import Engine, SearchStats
 from morello.specs import PrimKind, Spec, operand_shapes
@@ -46,22 +46,48 @@ def matmul(m: int, k: int, n: int, *, batch: int = 1, dtype: str | Dtype = "f32"
     return Spec(PrimKind.MATMUL, shape, ops, serial, tgt.max_limits())
 
 
-_ENGINES: dict[tuple[str, str | None], Engine] = {}
+class _Session:
+    """One (target, database) in this process: its roots, and its Engine once needed."""
+
+    def __init__(self, target: Target, db_path: Path | None) -> None:
+        self.target = target
+        self.db_path = db_path
+        self.roots = dbmod.load_roots(db_path, target.name) if db_path is not None else {}
+        self._engine: Engine | None = None
+
+    def engine(self, progress) -> Engine:
+        if self._engine is None:
+            tables = dbmod.load(self.db_path, self.target.name) if self.db_path else {}
+            self._engine = Engine(self.target, tables=tables)
+        self._engine.progress = progress
+        return self._engine
+
+    def save(self) -> int:
+        tables = ({k: t.to_arrays() for k, t in self._engine.tables.items()}
+                  if self._engine is not None else dbmod.load(self.db_path, self.target.name))
+        return dbmod.save(self.db_path, self.target.name, tables, self.roots)
 
 
-def _engine(target: Target, db_path: Path | None, progress) -> Engine:
+_SESSIONS: dict[tuple[str, str | None], _Session] = {}
+
+
+def _session(target: Target, db_path: Path | None) -> _Session:
     key = (target.name, None if db_path is None else str(db_path))
-    eng = _ENGINES.get(key)
-    if eng is None:
-        tables = dbmod.load(db_path, target.name) if db_path is not None else {}
-        eng = _ENGINES[key] = Engine(target, tables=tables)
-    eng.progress = progress
-    return eng
+    if key not in _SESSIONS:
+        _SESSIONS[key] = _Session(target, db_path)
+    return _SESSIONS[key]
 
 
-def _save(eng: Engine, db_path: Path) -> int:
-    return dbmod.save(db_path, eng.target.name,
-                      {k: t.to_arrays() for k, t in eng.tables.items()})
+def _replay_root(sess: _Session, spec: Spec) -> Impl | None:
+    """The stored optimum of a Spec asked for before, if its trace still replays to it."""
+    root = sess.roots.get(str(spec))
+    if root is None:
+        return None
+    try:
+        impl = replay(spec, sess.target, root["trace"])
+    except (MorelloError, IndexError, StopIteration, TypeError, KeyError):
+        return None
+    return impl if impl.cost.main == root["cost"] else None
 
 
 @dataclass
@@ -117,19 +143,24 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
         dbmod.check_writable(db_path)
     spec = spec.canonical()
     t0 = time.perf_counter()
-    eng = _engine(tgt, db_path, progress)
+    sess = _session(tgt, db_path)
+    impl = _replay_root(sess, spec)
+    if impl is not None:
+        return Program(spec, tgt, impl, SearchStats(), time.perf_counter() - t0)
+    eng = sess.engine(progress)
     try:
         sol, stats = eng.solve(spec)
     except KeyboardInterrupt:
         # Every result stored so far is complete: keep them for the next run.
         if db_path is not None:
             eng.solver.persist()
-            _save(eng, db_path)
+            sess.save()
         raise
     if sol is None:
         raise SpecError(f"no implementation of {spec} fits the memory limits")
     impl = reconstruct(spec, tgt, eng.lookup)
     seconds = time.perf_counter() - t0
-    if db_path is not None and stats.specs_solved:
-        _save(eng, db_path)
+    sess.roots[str(spec)] = {"trace": impl.trace(), "cost": impl.cost.main}
+    if db_path is not None:
+        sess.save()
     return Program(spec, tgt, impl, stats, seconds)

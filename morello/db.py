@@ -1,7 +1,9 @@
 """The persistent database: every solved (Spec, limits box) -> optimum, on disk.
 
-File format: one JSON header line (format name, version, target) followed by a
-zlib-compressed pickle of ``{table key: (lo, hi, values)}``, the int64 arrays of each compressed memo table
+File format: one JSON header line (format name, version, target), one JSON line of
+*roots* (the stable text form of each Spec a user asked for -> the action trace of its
+optimal Impl and its cost, so repeating a query replays it without loading the tables),
+then a zlib-compressed pickle of ``{table key: (lo, hi, values)}``, the int64 arrays of each compressed memo table
 (``morello._memo.MemoTable.to_arrays``; coordinates of ``morello.coords``). Writes are
 atomic (temporary file in the same directory, fsync, rename), so an interrupted process
 leaves either the old file or the new one. A file with another format, version or target,
@@ -21,7 +23,7 @@ import numpy as np
 from morello.errors import DatabaseError
 
 FORMAT = "morello-db"
-VERSION = 3
+VERSION = 4
 
 
 def default_path(target_name: str) -> Path:
@@ -50,11 +52,7 @@ def check_writable(path: Path) -> None:
         raise DatabaseError(f"database path {path} is not writable: {e.strerror}") from None
 
 
-def load(path: Path, target_name: str) -> dict:
-    """The stored tables, or {} if the file does not exist."""
-    path = Path(path)
-    if not path.exists():
-        return {}
+def _read(path: Path, target_name: str, tables: bool):
     try:
         with open(path, "rb") as f:
             header = json.loads(f.readline().decode("utf-8"))
@@ -68,6 +66,11 @@ def load(path: Path, target_name: str) -> dict:
                 raise DatabaseError(
                     f"{path} holds results for target {header.get('target')!r}, "
                     f"not {target_name!r}; pass another --db")
+            roots = json.loads(f.readline().decode("utf-8"))
+            if not isinstance(roots, dict):
+                raise DatabaseError(f"{path} is corrupt (unexpected roots)")
+            if not tables:
+                return roots
             boxes = pickle.loads(zlib.decompress(f.read()))
             boxes = {k: tuple(np.asarray(a, np.int64) for a in v) for k, v in boxes.items()}
     except DatabaseError:
@@ -82,8 +85,20 @@ def load(path: Path, target_name: str) -> dict:
     return boxes
 
 
-def save(path: Path, target_name: str, boxes: dict) -> int:
-    """Atomically write the tables ``boxes``; return the file size in bytes."""
+def load(path: Path, target_name: str) -> dict:
+    """The stored tables, or {} if the file does not exist."""
+    path = Path(path)
+    return _read(path, target_name, True) if path.exists() else {}
+
+
+def load_roots(path: Path, target_name: str) -> dict:
+    """The stored roots (Spec text -> {"trace", "cost"}), or {} if there is no file."""
+    path = Path(path)
+    return _read(path, target_name, False) if path.exists() else {}
+
+
+def save(path: Path, target_name: str, boxes: dict, roots: dict | None = None) -> int:
+    """Atomically write the tables ``boxes`` and ``roots``; return the file size."""
     path = Path(path)
     check_writable(path)
     header = json.dumps({"format": FORMAT, "version": VERSION, "target": target_name})
@@ -94,6 +109,7 @@ def save(path: Path, target_name: str, boxes: dict) -> int:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(header.encode() + b"\n")
+            f.write(json.dumps(roots or {}).encode() + b"\n")
             small = {k: tuple(_narrow(a) for a in v) for k, v in boxes.items()}
             f.write(zlib.compress(pickle.dumps(small, protocol=pickle.HIGHEST_PROTOCOL), 6))
             f.flush()
@@ -133,6 +149,7 @@ def stats(path: Path, target_name: str) -> dict:
         "target": target_name,
         "boxes": boxes,
         "specs_covered": covered,
+        "roots": len(load_roots(path, target_name)),
         "compression_ratio": round(covered / boxes, 2) if boxes else 0.0,
         "tables": {"/".join(map(str, (k[0], *k[1], k[2]))): len(t)
                    for k, t in tables.items()},
