@@ -41,6 +41,14 @@ cdef struct leaf_t:      # the payload of a leaf node
     int32_t fdims[FILTER_DIMS]  # the dimensions in which the boxes differ most
 
 
+cdef int _grow(void** p, size_t nbytes) except -1 nogil
+cdef int _reserve(vec_t* v, int64_t n) except -1 nogil
+cdef int _push(vec_t* v, int64_t x) except -1 nogil
+cdef int64_t _select(int64_t* a, int64_t n, int64_t k) noexcept nogil
+cdef bint _same_row(const int64_t* a, const int64_t* b, int n) noexcept nogil
+cdef int _read_row(object seq, int64_t* out, int n, str name) except -1
+
+
 @cython.final
 cdef class MemoTable:
     cdef readonly int ndim                   # number of coordinates of a point

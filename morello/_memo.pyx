@@ -104,8 +104,7 @@ cdef int64_t _select(int64_t* a, int64_t n, int64_t k) noexcept nogil:
     return a[k]
 
 
-cdef inline bint _same_row(const int64_t* a, const int64_t* b,
-                           int n) noexcept nogil:
+cdef bint _same_row(const int64_t* a, const int64_t* b, int n) noexcept nogil:
     cdef int i
     for i in range(n):
         if a[i] != b[i]:
