@@ -128,7 +128,8 @@ class OperandView:
 
 
 class _Emitter:
-    def __init__(self) -> None:
+    def __init__(self, threads: int = 1) -> None:
+        self.threads = threads
         self.w = Writer()
         self.names = Namer()
         self.uses_omp = False
@@ -170,7 +171,8 @@ class _Emitter:
             var = self.names.fresh("i")
             if parallel:
                 self.uses_omp = True
-                self.w.line("#pragma omp parallel for schedule(static)")
+                self.w.line(f"#pragma omp parallel for schedule(static) "
+                            f"num_threads({self.threads})")
             with self.w.block(f"for (int {var} = 0; {var} < {full}; {var}++) {{"):
                 self.emit(body, shifted(f"{size} * {var}"))
         if rem:
@@ -226,12 +228,14 @@ PARAM_NAMES = {
 }
 
 
-def emit_c(impl: Impl) -> str:
-    """A C translation unit with ``void kernel(...)`` and ``double bench(..., iters)``."""
+def emit_c(impl: Impl, threads: int = 1) -> str:
+    """A C translation unit with ``void kernel(...)`` and ``double bench(..., iters)``.
+
+    Parallel loops run on ``threads`` OpenMP threads."""
     from morello.specs import WRITES
 
     spec = impl.spec
-    e = _Emitter()
+    e = _Emitter(threads)
     names = PARAM_NAMES[spec.kind]
     params = []
     refs = []

@@ -110,7 +110,7 @@ class Program:
         if self._c is None:
             from morello.codegen import emit_c
 
-            self._c = emit_c(self.impl)
+            self._c = emit_c(self.impl, threads=self.target.processors)
         return self._c
 
     def compile(self):
@@ -130,14 +130,15 @@ class Program:
 
 
 def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
-               progress=None) -> Program:
+               progress=None, threads: int = 1) -> Program:
     """Find the cheapest Impl of ``spec``.
 
     ``db``: None uses the default database (``$XDG_CACHE_HOME/morello/<target>.db``), a path
     uses that file, False keeps results in memory only. ``progress(seen, solved, seconds)``
-    is called about twice a second during long searches.
+    is called about twice a second during long searches. ``threads``: processors the cost
+    model assumes for parallel loops (used when ``spec`` is not serial) and OpenMP threads.
     """
-    tgt = parse_target(target) if isinstance(target, str) else target
+    tgt = parse_target(target, threads) if isinstance(target, str) else target
     db_path = None if db is False else Path(db) if db is not None else dbmod.default_path(tgt.name)
     if db_path is not None:
         dbmod.check_writable(db_path)

@@ -35,6 +35,9 @@ def _add_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default="avx2", help="target ISA (default avx2)")
     p.add_argument("--db", metavar="PATH", default=None,
                    help="database file to read and extend (default: user cache dir)")
+    p.add_argument("--threads", type=int, default=1, metavar="N",
+                   help="threads: parallel loops are searched and run on N OpenMP "
+                        "threads (default 1: serial code)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
 
 
@@ -61,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("what", choices=["stats"])
     p.add_argument("--db", metavar="PATH", default=None)
     p.add_argument("--target", default="avx2")
+    p.add_argument("--threads", type=int, default=1)
     p.add_argument("--json", action="store_true")
     return parser
 
@@ -77,9 +81,10 @@ def _program(args):
     import morello
 
     spec = morello.matmul(args.m, args.k, args.n, batch=args.batch, dtype=args.dtype,
-                          target=args.target)
+                          target=args.target, serial=args.threads == 1)
     quiet = args.quiet or getattr(args, "json", False)
-    prog = morello.synthesize(spec, target=args.target, db=args.db, progress=_progress(quiet))
+    prog = morello.synthesize(spec, target=args.target, db=args.db, progress=_progress(quiet),
+                              threads=args.threads)
     if not quiet and prog.synthesis_seconds > 0.5:
         print(file=sys.stderr)
     return prog
@@ -162,6 +167,7 @@ def cmd_bench(args) -> int:
     flops = prog.spec.flops()
     result = {
         "spec": prog.spec.logical_str(),
+        "threads": prog.target.processors,
         "cost": prog.cost,
         "verified": ok,
         "max_abs_error": err,
@@ -191,7 +197,7 @@ def cmd_db(args) -> int:
     from morello import db as dbmod
     from morello.memory import parse_target
 
-    tgt = parse_target(args.target)
+    tgt = parse_target(args.target, args.threads)
     path = Path(args.db) if args.db else dbmod.default_path(tgt.name)
     stats = dbmod.stats(path, tgt.name)
     if args.json:

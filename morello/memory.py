@@ -86,15 +86,27 @@ AVX2 = Target(
 TARGETS = {AVX2.name: AVX2}
 
 
-def parse_target(name: str) -> Target:
+def parse_target(name: str, threads: int = 1) -> Target:
+    """The target called ``name``, assuming ``threads`` processors for parallel loops.
+
+    A multi-threaded variant is a different target (named e.g. ``avx2-2t``): parallel loop
+    costs depend on the processor count, so its results live in their own database.
+    """
+    from dataclasses import replace
+
     from morello.errors import SpecError
 
     try:
-        return TARGETS[name]
+        base = TARGETS[name]
     except KeyError:
         raise SpecError(
             f"unknown target {name!r}; known: {', '.join(TARGETS)}"
         ) from None
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise SpecError(f"threads must be an integer >= 1, got {threads!r}")
+    if threads == 1:
+        return base
+    return replace(base, name=f"{base.name}-{threads}t", processors=threads)
 
 
 def pow2_floor(x: int) -> int:

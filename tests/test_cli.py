@@ -154,3 +154,8 @@ def test_help_teaches_commands_and_examples():
         assert word in p.stdout
     p = morello("bench", "--help")
     assert p.returncode == 0 and "--json" in p.stdout and "--batch" in p.stdout
+
+
+def test_zero_threads_is_refused(db):
+    assert_one_line_error(morello("synth", "matmul", "2", "2", "2", "--threads", "0",
+                                  tmp_db=db), "threads")
