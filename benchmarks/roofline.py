@@ -13,7 +13,6 @@ import re
 import subprocess
 
 import numpy as np
-
 from morello.codegen.build import compile_c
 
 FMA_C = r"""

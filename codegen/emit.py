@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from morello.codegen.writer import Namer, Writer
+
 from morello.impl import Impl
 from morello.kernels.avx2 import BY_NAME
 from morello.layouts import Layout
@@ -181,7 +182,6 @@ class _Emitter:
     def _alloc(self, impl: Impl, act: Move, refs) -> None:
         spec: Spec = impl.spec
         i = act.operand
-        old = spec.operands[i]
         new, view = act.destination(spec)
         if view:
             (body,) = impl.children

@@ -9,8 +9,8 @@ Embedding API::
     fn = prog.compile()
     out = fn(a, b)
 """
-from morello.errors import MorelloError, SpecError, RewriteError, BuildError
 from morello.api import Program, matmul, synthesize  # noqa: E402
+from morello.errors import BuildError, MorelloError, RewriteError, SpecError
 
 __all__ = [
     "BuildError",

@@ -52,15 +52,6 @@ cdef int vec_push(Vec *v, int64_t x) except -1 nogil:
     return 0
 
 
-cdef object _arr(Vec *v):
-    out = np.empty(v.size, np.int64)
-    cdef int64_t[::1] o = out
-    cdef Py_ssize_t k
-    for k in range(v.size):
-        o[k] = v.data[k]
-    return out
-
-
 cdef int vec_zeros(Vec *v, Py_ssize_t n) except -1 nogil:
     """Make ``v`` hold ``n`` zeros."""
     cdef int64_t *p = <int64_t *>realloc(v.data, max(n, 1) * sizeof(int64_t))
@@ -352,29 +343,6 @@ cdef class Solver:
         return (self.m_main.data[m],
                 tuple(self.m_peaks.data[m * self.L + l] for l in range(self.L)),
                 self.m_depth.data[m], self.m_action.data[m])
-
-    def entries(self):
-        """All memo boxes as arrays: ids, lo, hi, main, peaks, depth, action."""
-        n = self.m_main.size
-        ids = np.empty(n, np.int64)
-        cdef Py_ssize_t i, m
-        for i in range(self.memo_head.size):
-            m = self.memo_head.data[i]
-            while m >= 0:
-                ids[m] = i
-                m = self.m_next.data[m]
-        L = self.L
-        return (ids, _arr(&self.m_lo).reshape(n, L), _arr(&self.m_hi).reshape(n, L),
-                _arr(&self.m_main), _arr(&self.m_peaks).reshape(n, L),
-                _arr(&self.m_depth), _arr(&self.m_action))
-
-    @property
-    def compiled_ids(self):
-        cdef Py_ssize_t i, c = 0
-        for i in range(self.row_start.size):
-            if self.row_start.data[i] >= 0:
-                c += 1
-        return c
 
     @cython.boundscheck(False)
     @cython.wraparound(False)

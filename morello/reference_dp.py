@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from morello.cost import MAX_COST
-from morello.memory import Target, pow2_ceil
+from morello.memory import Target
 from morello.rewrites import actions
 from morello.specs import Spec
 

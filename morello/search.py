@@ -9,21 +9,16 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable
 
-import numpy as np
-
 from morello import _dp
-from morello.cost import Cost
-from morello.errors import SpecError
-from morello.memory import LEVELS, MemoryLimits, Target
 from morello._memo import MemoTable
 from morello.coords import operand_coords, point_len
-from morello.cost import move_cost
-from morello.errors import MorelloError
+from morello.cost import Cost, move_cost
+from morello.errors import MorelloError, SpecError
 from morello.kernels.avx2 import kernels_for
-from morello.memory import Level
+from morello.memory import LEVELS, Level, MemoryLimits, Target
 from morello.rewrites import actions
 from morello.rewrites.move import operand_moves
 from morello.rewrites.tile import TILE_SIZES

@@ -6,6 +6,7 @@ import dataclasses
 import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
+from strategies import layout_st, matmul_spec_st, spec_st
 
 import morello
 from morello import coords, layouts
@@ -22,8 +23,6 @@ from morello.memory import AVX2, LEVELS, NLEVELS, Level
 from morello.rewrites import Split, TileOut, actions
 from morello.rewrites.move import layout_candidates
 from morello.specs import PrimKind
-
-from strategies import layout_st, matmul_spec_st, spec_st
 
 # A Spec with dims up to 33 (not only powers of two), for the round trips.
 wide_spec_st = spec_st(max_dim=33)

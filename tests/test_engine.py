@@ -45,9 +45,8 @@ def test_native_and_python_engines_find_the_same_optimum(shape):
 
 
 def test_core_points_equal_coords_spec_point():
-    from morello.coords import spec_point
+    from morello.coords import spec_key, spec_point
     from morello.search import table_keys
-    from morello.coords import spec_key
 
     eng = Engine(AVX2)
     spec = morello.matmul(3, 4, 5, batch=2)

@@ -8,19 +8,7 @@ import json
 import pytest
 from hypothesis import example, given, note, settings
 from hypothesis import strategies as st
-
-import morello
 from morello.codegen import emit_c
-from morello.dtypes import Dtype
-from morello.impl import reconstruct, replay, trace_json
-from morello.layouts import row_major
-from morello.memory import AVX2, Level, MemoryLimits
-from morello.reference_dp import exhaustive_main_cost
-from morello.rewrites import actions
-from morello.search import Engine
-from morello.specs import PrimKind, Spec
-from morello.tensorspec import TensorSpec
-
 from strategies import (
     gl_matmul_spec_st,
     larger_limits_st,
@@ -30,6 +18,17 @@ from strategies import (
     spec_st,
     zero_spec_st,
 )
+
+import morello
+from morello.dtypes import Dtype
+from morello.impl import reconstruct, replay, trace_json
+from morello.layouts import row_major
+from morello.memory import AVX2, Level, MemoryLimits
+from morello.reference_dp import exhaustive_main_cost
+from morello.rewrites import actions
+from morello.search import Engine
+from morello.specs import PrimKind, Spec
+from morello.tensorspec import TensorSpec
 
 # The native core expands Move and Zero Specs of rank 3 only (the rank of matmul
 # operands); see test_native_engine_solves_low_rank_moves_and_zeros.

@@ -14,7 +14,7 @@ iterations across processors; its bodies are serial.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from morello.cost import loop_iterations
 from morello.memory import NLEVELS, Target
