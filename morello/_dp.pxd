@@ -88,6 +88,7 @@ cdef class Solver:
     cdef Vec tile_sizes             # tile sizes to try, ascending
     # persistent layer: one compressed MemoTable per table (Matmul, Move, Zero families)
     cdef list tables                # MemoTables indexed by family, or None
+    cdef bint consult_tables        # look misses up in the tables
     cdef Vec t_coord                # 4 coordinates per tensor id (see morello.coords)
     cdef Vec m_persist              # per memo entry: 1 if it must be written to tables
     cdef int64_t table_hits         # lookups answered by the tables

@@ -89,7 +89,8 @@ class Engine:
             if key not in self.tables:
                 raise MorelloError(f"unknown memo table {key}")
             self.tables[key] = MemoTable.from_arrays(*arrays)
-        self.solver.attach_tables([self.tables[k] for k in table_keys()])
+        self.solver.attach_tables([self.tables[k] for k in table_keys()],
+                                  any(len(t) for t in self.tables.values()))
 
     # -- identities ----------------------------------------------------------------
     def tid_of(self, t: TensorSpec) -> int:

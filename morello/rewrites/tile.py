@@ -33,9 +33,10 @@ def spec_dim_of_output(kind: PrimKind, out_dim: int) -> int:
 
 
 # Tile sizes the search tries, ascending; the core (morello._dp) reads this same list.
-# Powers of two, as in the reference. Adding 3·2^k (for the classic 6×16 AVX2 register
-# tile) was measured: 256^3 kernel 53 -> 64 GFLOP/s, but search 11 s -> 103 s and 4.7 GB
-# RSS, so it waits for a cheaper search.
+# Powers of two, as in the reference. The classic 6×16 AVX2 register tile needs 6: adding
+# {6, 12} was measured at 256^3 50 -> 68.5 GFLOP/s, but 64^3 search 4.2 -> 7.5 s (over the
+# 5 s target); all 3·2^k gave 64 GFLOP/s for 103 s of search and 4.7 GB. Both wait for a
+# cheaper search.
 TILE_SIZES = tuple(1 << i for i in range(31))
 
 
