@@ -74,6 +74,14 @@ cdef inline uint64_t hash_key(const int64_t *k, Py_ssize_t w) noexcept nogil:
     return h
 
 
+cdef inline bint _same(const int64_t *a, const int64_t *b, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if a[i] != b[i]:
+            return False
+    return True
+
+
 cdef int64_t map_get(IntMap *m, const int64_t *key) noexcept nogil:
     cdef Py_ssize_t mask, pos, e
     if m.slots.size == 0:
@@ -85,7 +93,7 @@ cdef int64_t map_get(IntMap *m, const int64_t *key) noexcept nogil:
         if e == 0:
             return -1
         e -= 1
-        if memcmp(m.keys.data + e * m.width, key, m.width * sizeof(int64_t)) == 0:
+        if _same(m.keys.data + e * m.width, key, m.width):
             return m.vals.data[e]
         pos = (pos + 1) & mask
 

@@ -63,6 +63,8 @@ class _Session:
         return self._engine
 
     def save(self) -> int:
+        if self._engine is not None:
+            self._engine.persist()
         tables = ({k: t.to_arrays() for k, t in self._engine.tables.items()}
                   if self._engine is not None else dbmod.load(self.db_path, self.target.name))
         return dbmod.save(self.db_path, self.target.name, tables, self.roots)
@@ -154,7 +156,6 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
     except KeyboardInterrupt:
         # Every result stored so far is complete: keep them for the next run.
         if db_path is not None:
-            eng.solver.persist()
             sess.save()
         raise
     if sol is None:

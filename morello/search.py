@@ -204,7 +204,6 @@ class Engine:
         self._t0 = t0
         before = (self.solver.specs_solved, self.solver.rows_evaluated)
         self.solver.solve(self.id_of(goal), goal.limits.units)
-        self.solver.persist()
         stats = SearchStats(
             self.solver.n_specs,
             self.solver.specs_solved - before[0],
@@ -212,6 +211,10 @@ class Engine:
             time.perf_counter() - t0,
         )
         return self.lookup(goal), stats
+
+    def persist(self) -> int:
+        """Write new results into the compressed tables (before saving them)."""
+        return self.solver.persist()
 
     def lookup(self, spec: Spec) -> Solution | None:
         """The stored optimum of ``spec`` (None if unsatisfiable); KeyError if unsolved."""

@@ -68,6 +68,7 @@ def test_tables_reproduce_results_in_a_new_engine():
     spec = morello.matmul(8, 5, 16)
     first = Engine(AVX2)
     sol, _ = first.solve(spec)
+    first.persist()
     tables = {k: t.to_arrays() for k, t in first.tables.items()}
     second = Engine(AVX2, tables=tables)
     again, stats = second.solve(spec)
