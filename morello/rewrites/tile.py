@@ -34,9 +34,9 @@ def spec_dim_of_output(kind: PrimKind, out_dim: int) -> int:
 
 # Tile sizes the search tries, ascending; the core (morello._dp) reads this same list.
 # Powers of two, as in the reference. The classic 6×16 AVX2 register tile needs 6: adding
-# {6, 12} was measured at 256^3 50 -> 68.5 GFLOP/s, but 64^3 search 4.2 -> 7.5 s (over the
-# 5 s target); all 3·2^k gave 64 GFLOP/s for 103 s of search and 4.7 GB. Both wait for a
-# cheaper search.
+# {6, 12} doubles the 64^3 search (2.0 -> 4.3 s) and 1024^3 RSS (to ~1 GB), while the kernel
+# gain was within this shared machine's noise (256^3: +37% in one run, +1% in another); all
+# 3·2^k sizes cost 103 s of search and 4.7 GB at 256^3. Both wait for calibrated costs.
 TILE_SIZES = tuple(1 << i for i in range(31))
 
 
