@@ -181,19 +181,6 @@ cdef inline int64_t pow2_floor(int64_t x) noexcept nogil:
     return p
 
 
-cdef bint _has(IntMap *m, const int64_t *key) noexcept nogil:
-    cdef Py_ssize_t mask = m.slots.size - 1, e
-    cdef Py_ssize_t pos = hash_key(key, m.width) & mask
-    while True:
-        e = m.slots.data[pos]
-        if e == 0:
-            return False
-        e -= 1
-        if memcmp(m.keys.data + e * m.width, key, m.width * sizeof(int64_t)) == 0:
-            return True
-        pos = (pos + 1) & mask
-
-
 @cython.final
 cdef class Solver:
     """Memoized DP over logical Spec ids.
@@ -573,11 +560,12 @@ cdef class Solver:
         key[1] = shape[0]
         key[2] = shape[1]
         key[3] = shape[2]
+        # Stored as tid + 1, so that 0 (an invalid tile) differs from a miss (-1).
         cdef int64_t r = map_get(&self.tile_cache, key)
-        if r != -1 or self.tile_cache.slots.size and _has(&self.tile_cache, key):
-            return r
+        if r >= 0:
+            return r - 1
         r = self.native.tile(tid, (shape[0], shape[1], shape[2]))
-        map_put(&self.tile_cache, key, r)
+        map_put(&self.tile_cache, key, r + 1)
         return r
 
     cdef int64_t _moves(self, int64_t kind, int64_t op, int64_t tid) except -2:
