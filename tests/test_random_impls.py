@@ -1,0 +1,62 @@
+"""Every Impl the search could choose compiles to correct C, not only the optimal one.
+
+A random walk picks, at each Spec, a random action among those whose sub-Specs the DP found
+satisfiable, so layouts, packings, boundary loops and kernels are exercised far beyond the
+optimal program.
+"""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+from hypothesis import given, note, settings
+from hypothesis import strategies as st
+
+import morello
+from morello.codegen import compile_c, emit_c
+from morello.codegen.build import CompiledKernel
+from morello.cost import combine
+from morello.impl import Impl
+from morello.memory import AVX2
+from morello.rewrites import actions
+from morello.search import Engine
+
+import pytest
+
+
+def random_impl(spec, eng: Engine, rng: random.Random) -> Impl:
+    choices = []
+    for idx, act in enumerate(actions(spec, AVX2)):
+        exp = act.expand(spec, AVX2)
+        if exp is None:
+            continue
+        try:
+            if all(eng.lookup(c) is not None for c in exp.children):
+                choices.append((idx, act, exp))
+        except KeyError:  # a sub-Spec the DP never had to solve
+            continue
+    assert choices, f"no satisfiable action for {spec}"
+    idx, act, exp = rng.choice(choices)
+    kids = tuple(random_impl(c, eng, rng) for c in exp.children)
+    return Impl(spec, act, idx, kids, combine(exp.const, exp.coefs, exp.own,
+                                              [k.cost for k in kids]))
+
+
+@pytest.mark.isa("avx2")
+@settings(max_examples=12)
+@given(st.integers(1, 2), st.integers(1, 9), st.integers(1, 9), st.integers(1, 17),
+       st.integers(0, 10**6))
+def test_random_impls_match_numpy(b, m, k, n, seed):
+    spec = morello.matmul(m, k, n, batch=b)
+    eng = Engine(AVX2)
+    eng.solve(spec)
+    impl = random_impl(spec, eng, random.Random(seed))
+    note(impl.pformat())
+    src = emit_c(impl)
+    note(src)
+    fn = CompiledKernel(compile_c(src, AVX2.cflags), [o.shape for o in spec.operands],
+                        [np.float32] * 3, 2)
+    rng = np.random.default_rng(seed)
+    lhs = rng.uniform(-1, 1, (b, m, k)).astype(np.float32)
+    rhs = rng.uniform(-1, 1, (b, k, n)).astype(np.float32)
+    np.testing.assert_allclose(fn(lhs, rhs), lhs @ rhs, rtol=1e-4, atol=1e-4)
