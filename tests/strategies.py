@@ -120,12 +120,17 @@ def matmul_spec_st(draw, kinds=MATMUL_KINDS, max_dim: int = 4, max_batch: int = 
     return Spec(kind, shape, ops, draw(st.booleans()), lim).canonical()
 
 
+def _shape_st(max_dim: int, ranks):
+    """A shape of a rank drawn from ``ranks``, dims in 1..max_dim."""
+    return st.sampled_from(ranks).flatmap(
+        lambda rank: st.tuples(*[_dim_st(max_dim)] * rank))
+
+
 @st.composite
 def move_spec_st(draw, max_dim: int = 4, ranks=(1, 2, 3), levels=LEVELS,
                  limits=None, dtype: Dtype = Dtype.F32) -> Spec:
     """A canonical Move between two operands of one shape, of a rank in ``ranks``."""
-    rank = draw(st.sampled_from(ranks))
-    shape = tuple(draw(_dim_st(max_dim)) for _ in range(rank))
+    shape = draw(_shape_st(max_dim, ranks))
     src = draw(tensorspec_st(shape, dtype, levels))
     dst = draw(tensorspec_st(shape, dtype, levels))
     lim = draw(limits if limits is not None else limits_st())
@@ -136,8 +141,7 @@ def move_spec_st(draw, max_dim: int = 4, ranks=(1, 2, 3), levels=LEVELS,
 def zero_spec_st(draw, max_dim: int = 4, ranks=(1, 2, 3), levels=LEVELS,
                  limits=None, dtype: Dtype = Dtype.F32) -> Spec:
     """A canonical Zero of one operand, of a rank in ``ranks``."""
-    rank = draw(st.sampled_from(ranks))
-    shape = tuple(draw(_dim_st(max_dim)) for _ in range(rank))
+    shape = draw(_shape_st(max_dim, ranks))
     dst = draw(tensorspec_st(shape, dtype, levels))
     lim = draw(limits if limits is not None else limits_st())
     return Spec(PrimKind.ZERO, shape, (dst,), draw(st.booleans()), lim).canonical()

@@ -68,6 +68,14 @@ def _dense(model, grid):
     return values, found
 
 
+def _assert_same_on_grid(table, model, grid) -> None:
+    """The table answers exactly like the dense model at every grid point."""
+    values, found = table.get_many(grid)
+    want_values, want_found = _dense(model, grid)
+    np.testing.assert_array_equal(found, want_found)
+    np.testing.assert_array_equal(values, want_values)
+
+
 def _volume(lo, hi):
     vol = 1
     for a, b in zip(lo, hi):
@@ -100,10 +108,7 @@ def test_memo_table_matches_dense_model(ops):
     for lo, hi, v in puts:
         table.put(lo, hi, v)
         model.put(lo, hi, v)
-        values, found = table.get_many(grid)
-        want_values, want_found = _dense(model, grid)
-        np.testing.assert_array_equal(found, want_found)
-        np.testing.assert_array_equal(values, want_values)
+        _assert_same_on_grid(table, model, grid)
         assert table.covered() == model.covered()
     for p in grid.tolist():
         assert table.get(p) == model.get(p)
@@ -175,10 +180,7 @@ def test_arrays_round_trip(ops):
     for _, hi_, v in reversed(puts):
         again.put(hi_, hi_, v)
         model.put(hi_, hi_, v)
-    values_, found = again.get_many(grid)
-    want_values, want_found = _dense(model, grid)
-    np.testing.assert_array_equal(found, want_found)
-    np.testing.assert_array_equal(values_, want_values)
+    _assert_same_on_grid(again, model, grid)
 
 
 def test_from_arrays_rejects_overlapping_boxes():
