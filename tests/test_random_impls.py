@@ -9,19 +9,18 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
-
-import morello
 from morello.codegen import compile_c, emit_c
 from morello.codegen.build import CompiledKernel
+
+import morello
 from morello.cost import combine
 from morello.impl import Impl
 from morello.memory import AVX2
 from morello.rewrites import actions
 from morello.search import Engine
-
-import pytest
 
 
 def random_impl(spec, eng: Engine, rng: random.Random) -> Impl:
