@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from importlib import resources
 
+from morello.codegen.affine import Affine, Var
 from morello.codegen.writer import Namer, Writer
 
 from morello.impl import Impl
@@ -22,7 +23,8 @@ from morello.rewrites import Move, Select, Split, TileOut, ToAccum
 from morello.specs import PrimKind, Spec
 from morello.tensorspec import TensorSpec
 
-Coord = int | str  # a constant or a C expression
+Coord = Affine  # a tile origin: affine in the enclosing loops' variables
+Offset = Affine | str  # a buffer offset; C text only where a pack division stays
 
 # Spec-shape dim -> operand dim, per kind and operand (None: the operand lacks that dim).
 _DIMS = {
@@ -41,39 +43,38 @@ def partial(name: str) -> str:
     return resources.files("morello.codegen").joinpath("partials", name).read_text()
 
 
-def _add(a: Coord, b: Coord) -> Coord:
-    if isinstance(a, int) and isinstance(b, int):
-        return a + b
-    if a == 0:
-        return b
-    if b == 0:
-        return a
-    return f"{a} + {b}"
+def _term(x: Coord, pack: int | None, inner: bool) -> Offset:
+    if not pack:
+        return x
+    dm = x.divmod(pack)
+    if dm is not None:
+        return dm[1] if inner else dm[0]
+    return f"(({x}) % {pack})" if inner else f"(({x}) / {pack})"
 
 
-def _term(x: Coord, pack: int | None, inner: bool) -> Coord:
-    if isinstance(x, int):
-        return x % pack if inner else (x // pack if pack else x)
-    if inner:
-        return f"(({x}) % {pack})"
-    return f"(({x}) / {pack})" if pack else f"({x})"
-
-
-def index_expr(layout: Layout, shape: tuple[int, ...], origin: tuple[Coord, ...]) -> Coord:
+def index_expr(layout: Layout, shape: tuple[int, ...], origin: tuple[Coord, ...]) -> Offset:
     """Buffer offset of ``origin`` for a buffer of ``shape`` laid out by ``layout``."""
-    const = 0
-    parts = []
+    total = Affine()
+    text = []
     for d, p, inner, stride in layout.index_terms(shape):
         t = _term(origin[d], p, inner)
-        if isinstance(t, int):
-            const += t * stride
+        if isinstance(t, Affine):
+            total = total + t.scaled(stride)
         else:
-            parts.append(t if stride == 1 else f"{t} * {stride}")
-    if not parts:
-        return const
-    if const:
-        parts.append(str(const))
-    return " + ".join(parts)
+            text.append(t if stride == 1 else f"{t} * {stride}")
+    if not text:
+        return total
+    if total != Affine():
+        text.append(total.c())
+    return " + ".join(text)
+
+
+def _plus(base: Offset, off: "int | str | Affine") -> str:
+    if isinstance(base, Affine) and not isinstance(off, str):
+        return (base + off).c()
+    if isinstance(off, int) and off == 0:
+        return str(base)
+    return f"{base} + {off}"
 
 
 @dataclass(frozen=True)
@@ -88,9 +89,9 @@ class Ref:
     buffer: Buffer
     origin: tuple[Coord, ...]
 
-    def shifted(self, dim: int, by: Coord) -> "Ref":
+    def shifted(self, dim: int, by: "int | Affine") -> "Ref":
         o = list(self.origin)
-        o[dim] = _add(o[dim], by)
+        o[dim] = o[dim] + by
         return Ref(self.buffer, tuple(o))
 
 
@@ -101,7 +102,7 @@ class OperandView:
         self.ref = ref
         self.spec = spec
 
-    def _offset(self) -> Coord:
+    def _offset(self) -> Offset:
         b = self.ref.buffer
         return index_expr(b.tensor.layout, b.tensor.shape, self.ref.origin)
 
@@ -109,22 +110,24 @@ class OperandView:
         b = self.ref.buffer
         off = self._offset()
         if b.registers:
-            if not isinstance(off, int):
+            if not isinstance(off, Affine) or off.constant is None:
                 raise AssertionError("register tile with a symbolic origin")
+            off = off.constant
             if b.tensor.level is Level.VRF:
                 vs = b.tensor.vector_size
                 return f"{b.name}_{off // vs}[{off % vs}]"
             return f"{b.name}_{off}"
         return f"{b.name}[{off}]"
 
-    def ptr(self, off: Coord) -> str:
-        base = self._offset()
-        return f"&{self.ref.buffer.name}[{_add(base, off)}]"
+    def ptr(self, off: "int | str") -> str:
+        return f"&{self.ref.buffer.name}[{_plus(self._offset(), off)}]"
 
     def vec(self, j: int) -> str:
         b = self.ref.buffer
         off = self._offset()
-        assert isinstance(off, int) and off % b.tensor.vector_size == 0
+        assert isinstance(off, Affine) and off.constant is not None
+        off = off.constant
+        assert off % b.tensor.vector_size == 0
         return f"{b.name}_{off // b.tensor.vector_size + j}"
 
 
@@ -161,23 +164,34 @@ class _Emitter:
         dims = [operand_dim(spec.kind, i, sdim) for i in range(len(refs))]
         unroll = any(r.buffer.registers and d is not None for r, d in zip(refs, dims))
 
-        def shifted(by: Coord):
+        def shifted(by: "int | Affine"):
             return tuple(r if d is None else r.shifted(d, by) for r, d in zip(refs, dims))
 
         body = impl.children[0]
         if unroll or full == 1:
             for it in range(full):
                 self.emit(body, shifted(it * size))
+        elif not parallel and (pack := _pack_split(refs, dims, size, full)):
+            # Two loops, over packs and within one, so that every index stays affine.
+            outer = Var(self.names.fresh("i"), full * size // pack)
+            inner = Var(self.names.fresh("i"), pack // size)
+            with self.w.block(self._for(outer)):
+                with self.w.block(self._for(inner)):
+                    self.emit(body, shifted(Affine.var(outer, pack) + Affine.var(inner, size)))
         else:
-            var = self.names.fresh("i")
+            var = Var(self.names.fresh("i"), full)
             if parallel:
                 self.uses_omp = True
                 self.w.line(f"#pragma omp parallel for schedule(static) "
                             f"num_threads({self.threads})")
-            with self.w.block(f"for (int {var} = 0; {var} < {full}; {var}++) {{"):
-                self.emit(body, shifted(f"{size} * {var}"))
+            with self.w.block(self._for(var)):
+                self.emit(body, shifted(Affine.var(var, size)))
         if rem:
             self.emit(impl.children[1], shifted(full * size))
+
+    @staticmethod
+    def _for(v: Var) -> str:
+        return f"for (long {v.name} = 0; {v.name} < {v.extent}; {v.name}++) {{"
 
     def _alloc(self, impl: Impl, act: Move, refs) -> None:
         spec: Spec = impl.spec
@@ -206,7 +220,7 @@ class _Emitter:
             self.w.line(f"{new.dtype.c_type} *restrict {name} = "
                         f"({new.dtype.c_type} *)aligned_alloc(64, {nbytes});")
             buf = Buffer(name, new, False)
-        new_ref = Ref(buf, (0,) * rank)
+        new_ref = Ref(buf, (Affine(),) * rank)
         children = list(impl.children)
         body_refs = tuple(new_ref if j == i else r for j, r in enumerate(refs))
         from morello.specs import READS, WRITES
@@ -218,6 +232,23 @@ class _Emitter:
             self.emit(children.pop(0), (new_ref, refs[i]))
         if not buf.registers:
             self.w.line(f"free({name});")
+
+
+def _pack_split(refs, dims, size: int, full: int) -> int | None:
+    """A pack size at which to split a loop whose indices into a packed buffer would
+    otherwise need a division (see ``morello.codegen.affine``), or None."""
+    for r, d in zip(refs, dims):
+        if d is None or r.buffer.registers:
+            continue
+        p = r.buffer.tensor.layout.pack_of(d)
+        if not p or size >= p or p % size or (full * size) % p or full * size <= p:
+            continue
+        probe = r.origin[d] + Affine.var(Var("_", full), size)
+        split = r.origin[d] + Affine.var(Var("_o", full * size // p), p) \
+            + Affine.var(Var("_i", p // size), size)
+        if probe.divmod(p) is None and split.divmod(p) is not None:
+            return p
+    return None
 
 
 PARAM_NAMES = {
@@ -247,7 +278,7 @@ def emit_c(impl: Impl, threads: int = 1) -> str:
                                "top-level operands must be in memory (GL or L1)")
         const = "" if i in WRITES[spec.kind] else "const "
         params.append(f"{const}{t.dtype.c_type} *restrict {nm}")
-        refs.append(Ref(Buffer(nm, t, False), (0,) * len(t.shape)))
+        refs.append(Ref(Buffer(nm, t, False), (Affine(),) * len(t.shape)))
     signature = ", ".join(params)
     with e.w.block(f"void kernel({signature}) {{"):
         e.emit(impl, tuple(refs))

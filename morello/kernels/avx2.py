@@ -194,6 +194,28 @@ def _vassign_emit(w, spec, ops) -> None:
             w.line(f"{v['store']}({dst.ptr(j * vs)}, {src.vec(j)});")
 
 
+def _vcopy_check(spec: Spec, target: Target) -> Reason:
+    src, dst = spec.operands
+    if src.level is not Level.L1 or dst.level is not Level.L1:
+        return "both operands must be in L1"
+    if not (src.contiguous and dst.contiguous):
+        return "operands must be contiguous"
+    if src.layout != dst.layout:
+        return "layouts differ"
+    if src.dtype is not Dtype.F32 or dst.dtype is not Dtype.F32:
+        return "only f32"
+    if spec.volume % 8:
+        return "volume is not a multiple of 8"
+    return None
+
+
+def _vcopy_emit(w, spec, ops) -> None:
+    src, dst = ops
+    v = _V[8]
+    for j in range(0, spec.volume, 8):
+        w.line(f"{v['store']}({dst.ptr(j)}, {v['load']}({src.ptr(j)}));")
+
+
 # --- Zero ----------------------------------------------------------------------------
 
 def _memset_check(spec: Spec, target: Target) -> Reason:
@@ -256,6 +278,10 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("VectorAssign", PrimKind.MOVE, _vassign_check,
            lambda s, t: s.volume // (s.operands[0].vector_size or s.operands[1].vector_size),
            0, _vassign_emit, "vector loads/stores between VRF and memory", needs_vrf=True),
+    # Not in the reference: packing copies there go element by element.
+    Kernel("VectorCopy", PrimKind.MOVE, _vcopy_check,
+           lambda s, t: s.volume // 4 + _io(s, t), 0, _vcopy_emit,
+           "contiguous copy in L1 by vector loads and stores (packing)"),
     # Differs from the reference (cost 1 whatever the size): memset touches every line.
     Kernel("MemsetZero", PrimKind.ZERO, _memset_check,
            lambda s, t: 1 + move_cost(s.operands[0], t), 0, _memset_emit, "memset"),
