@@ -91,6 +91,11 @@ class Layout:
         first = len(phys) - contig
         return math.prod(phys[:first]) * -(-(math.prod(phys[first:]) * elem_bytes) // line)
 
+    def blocks(self, shape, contig: int) -> int:
+        """How many separate contiguous runs a tensor of ``shape`` with ``contig`` has."""
+        phys = self.physical_shape(shape)
+        return math.prod(phys[: len(phys) - contig])
+
     def index_terms(self, shape: tuple[int, ...]):
         """For a buffer of ``shape``: [(logical dim, pack-or-None, is_inner, stride)].
 

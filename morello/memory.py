@@ -61,6 +61,7 @@ class Target:
     hit_cost: tuple[int, ...]      # per level: cost of touching one line (0 for registers)
     vector_bytes: tuple[int, ...]  # widths of vector registers, ascending
     line_bytes: int
+    l1_ways: int                   # associativity of L1 (see ``rewrites.move``)
     processors: int
     parallel_setup_cost: int
     parallel_iter_cost: int
@@ -77,6 +78,7 @@ AVX2 = Target(
     hit_cost=(0, 0, 2, 20),
     vector_bytes=(16, 32),
     line_bytes=64,
+    l1_ways=8,
     processors=1,
     parallel_setup_cost=230_000,
     parallel_iter_cost=60,

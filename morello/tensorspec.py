@@ -59,6 +59,11 @@ class TensorSpec:
         return self.contig == len(self.layout.dims)
 
     @property
+    def blocks(self) -> int:
+        """Separate contiguous runs (rows, for a strided tile of a row-major matrix)."""
+        return self.layout.blocks(self.shape, self.contig)
+
+    @property
     def bytes(self) -> int:
         return self.volume * self.dtype.size
 

@@ -8,7 +8,11 @@
                              Move(lhs' -> lhs)            epilogue, if the operand is written
 
 A move GL→L1 that keeps the layout is a *cache view*: no copy and no logues, only the
-accounting of the lines it keeps in L1. Moves into new layouts (packing) are allowed only
+accounting of the lines it keeps in L1. A view of a strided tensor is offered only when its
+rows are no more than L1's ways: the row stride is not part of a Spec, and when it is a
+multiple of 4 KiB (any power-of-two matrix of 1024 floats) every row falls in the same
+cache sets, so a taller view would be evicted while the model counts it as resident.
+Taller strided tiles are tiled down first, or packed. Moves into new layouts (packing) are allowed only
 along a fixed order of layouts, so a chain of relayouts is finite.
 """
 from __future__ import annotations
@@ -128,7 +132,7 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
     if kind not in (PrimKind.MATMUL, PrimKind.MATMUL_ACCUM):
         # Moves and fills only stage operands through L1 (a cache view); anything
         # else would re-create the Move Spec itself one level down.
-        if t.level is Level.GL:
+        if t.level is Level.GL and _view_fits(t, target):
             acts.append(Move(i, Level.L1, None))
         return tuple(acts)
     cands = layout_candidates(t.shape)
@@ -152,12 +156,17 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
             if t.volume == 1:
                 acts.append(Move(i, level, _row_major_for(t.shape)))
         else:
-            if level is Level.L1 and t.level is Level.GL:
+            if level is Level.L1 and t.level is Level.GL and _view_fits(t, target):
                 acts.append(Move(i, level, None))
             # Packing and transposing copies: inputs only, into GL buffers.
             if level is Level.GL and i not in WRITES[kind]:
                 acts.extend(Move(i, level, lay) for lay in cands[start:])
     return tuple(acts)
+
+
+def _view_fits(t: TensorSpec, target: Target) -> bool:
+    """Whether an L1 view of ``t`` stays resident whatever its row stride."""
+    return t.contiguous or t.blocks <= target.l1_ways
 
 
 @functools.lru_cache(maxsize=1 << 12)
