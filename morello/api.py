@@ -132,15 +132,17 @@ class Program:
 
 
 def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
-               progress=None, threads: int = 1) -> Program:
+               progress=None, threads: int = 1, calibration: str | None = None) -> Program:
     """Find the cheapest Impl of ``spec``.
 
     ``db``: None uses the default database (``$XDG_CACHE_HOME/morello/<target>.db``), a path
     uses that file, False keeps results in memory only. ``progress(seen, solved, seconds)``
     is called about twice a second during long searches. ``threads``: processors the cost
     model assumes for parallel loops (used when ``spec`` is not serial) and OpenMP threads.
+    ``calibration``: the cost constants, ``"builtin"`` or a calibration file (default: see
+    ``morello.memory.parse_target``).
     """
-    tgt = parse_target(target, threads) if isinstance(target, str) else target
+    tgt = parse_target(target, threads, calibration) if isinstance(target, str) else target
     db_path = None if db is False else Path(db) if db is not None else dbmod.default_path(tgt.name)
     if db_path is not None:
         dbmod.check_writable(db_path)

@@ -17,6 +17,7 @@ examples:
   morello run matmul 8 8 8 --batch 4     build, run on random inputs, check against numpy
   morello bench matmul 64 64 64 --json   ... and time it inside C (best of repeats)
   morello db stats                       what the database holds
+  morello calibrate                      measure the cost model's constants on this host
 
 Results of every search are kept in a database (default: $XDG_CACHE_HOME/morello/<target>.db,
 i.e. ~/.cache/morello/avx2.db) and reused by later searches, for any shape; --db chooses
@@ -38,7 +39,15 @@ def _add_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="threads: parallel loops are searched and run on N OpenMP "
                         "threads (default 1: serial code)")
+    _add_calibration_arg(p)
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+
+
+def _add_calibration_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--calibration", metavar="PATH", default=None,
+                   help="cost constants: a file written by `morello calibrate`, or 'builtin' "
+                        "(default: $MORELLO_CALIBRATION, else the file `morello calibrate` "
+                        "wrote, if any, else builtin)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,7 +74,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", metavar="PATH", default=None)
     p.add_argument("--target", default="avx2")
     p.add_argument("--threads", type=int, default=1)
+    _add_calibration_arg(p)
     p.add_argument("--json", action="store_true")
+    p = sub.add_parser(
+        "calibrate", help="measure the cost model's constants on this machine",
+        description="Time microbenchmarks of the kernels and memory levels on this host "
+                    "(a few seconds), print them, and write the cost constants (in units of "
+                    "one vector FMA at peak) to a calibration file that later searches use. "
+                    "Results of searches under other constants go to another database.")
+    p.add_argument("--target", default="avx2", help="target ISA (default avx2)")
+    p.add_argument("--out", metavar="PATH", default=None,
+                   help="file to write (default: $XDG_CONFIG_HOME/morello/"
+                        "calibration-<target>.json)")
+    p.add_argument("--dry-run", action="store_true", help="measure and print; write nothing")
+    p.add_argument("--quick", action="store_true",
+                   help="a twentieth of the measuring time (rougher constants; for tests)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
 
@@ -84,7 +108,7 @@ def _program(args):
                           target=args.target, serial=args.threads == 1)
     quiet = args.quiet or getattr(args, "json", False)
     prog = morello.synthesize(spec, target=args.target, db=args.db, progress=_progress(quiet),
-                              threads=args.threads)
+                              threads=args.threads, calibration=args.calibration)
     if not quiet and prog.synthesis_seconds > 0.5:
         print(file=sys.stderr)
     return prog
@@ -197,7 +221,7 @@ def cmd_db(args) -> int:
     from morello import db as dbmod
     from morello.memory import parse_target
 
-    tgt = parse_target(args.target, args.threads)
+    tgt = parse_target(args.target, args.threads, args.calibration)
     path = Path(args.db) if args.db else dbmod.default_path(tgt.name)
     stats = dbmod.stats(path, tgt.name)
     if args.json:
@@ -208,8 +232,49 @@ def cmd_db(args) -> int:
     return 0
 
 
+def cmd_calibrate(args) -> int:
+    from pathlib import Path
+
+    from morello import calibrate, costs
+    from morello.memory import TARGETS
+
+    if args.target not in TARGETS:
+        raise MorelloError(f"unknown target {args.target!r}; known: {', '.join(TARGETS)}")
+    path = Path(args.out) if args.out else costs.default_path(args.target)
+    if not args.dry_run:
+        _check_writable_file(path)
+    result = calibrate.run(TARGETS[args.target],
+                           progress=None if args.json else lambda m: print(m, file=sys.stderr),
+                           quick=args.quick)
+    if not args.dry_run:
+        costs.save(path, args.target, result.constants, result.measured_ns, result.host)
+    if args.json:
+        print(json.dumps({"constants": result.constants.to_json(),
+                          "measured_ns": result.measured_ns,
+                          "path": None if args.dry_run else str(path)}))
+    else:
+        print(result.table())
+        if not args.dry_run:
+            print(f"wrote {path}; later searches use these constants "
+                  f"(target {args.target}-c{result.constants.fingerprint()})")
+    return 0
+
+
+def _check_writable_file(path) -> None:
+    if path.is_dir():
+        raise MorelloError(f"{path} is a directory")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise MorelloError(f"cannot create {path.parent}: {e.strerror or e}") from None
+    import os
+
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise MorelloError(f"cannot write {path}")
+
+
 COMMANDS = {"synth": cmd_synth, "emit": cmd_emit, "run": cmd_run, "bench": cmd_bench,
-            "db": cmd_db}
+            "db": cmd_db, "calibrate": cmd_calibrate}
 
 
 def main(argv: list[str] | None = None) -> int:

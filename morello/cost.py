@@ -36,12 +36,13 @@ def sat(x: int) -> int:
 
 
 def move_cost(t: TensorSpec, target: Target) -> int:
-    """Cost of touching every line of ``t`` once (doubled when non-contiguous)."""
+    """Cost of touching every line of ``t`` once (``strided_factor`` times more when
+    non-contiguous)."""
     hit = target.hit_cost[t.level]
     if hit == 0:
         return 0
     c = hit * t.units(target)
-    return c if t.contiguous else 2 * c
+    return c if t.contiguous else target.costs.strided_factor * c
 
 
 def combine(const: int, coefs, own, children: list[Cost]) -> Cost:

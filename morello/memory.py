@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from morello.costs import CostConstants
+
 
 class Level(enum.IntEnum):
     """A memory level. The integer value is the level's coordinate."""
@@ -52,20 +54,39 @@ DESTINATIONS = {
 }
 
 
+# Built in: measured by ``morello calibrate`` (see ``morello.costs``) on the development
+# machine, the AMD EPYC with AVX-512 that the benchmarks in the notes ran on.
+AVX2_COSTS = CostConstants(
+    l1_line=2, gl_line=20, strided_factor=2, fma=1, broadcast=1, vector_move=1,
+    scalar_op=1, hsum=8, parallel_setup=230_000, parallel_iter=60,
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """Everything target-specific the search and the cost model need, in one place."""
 
     name: str
     capacity: tuple[int, ...]      # per level: registers (RF, VRF) or cache lines
-    hit_cost: tuple[int, ...]      # per level: cost of touching one line (0 for registers)
+    costs: CostConstants           # the cost model's constants (``morello.costs``)
     vector_bytes: tuple[int, ...]  # widths of vector registers, ascending
     line_bytes: int
     l1_ways: int                   # associativity of L1 (see ``rewrites.move``)
     processors: int
-    parallel_setup_cost: int
-    parallel_iter_cost: int
     cflags: tuple[str, ...]
+
+    @property
+    def hit_cost(self) -> tuple[int, ...]:
+        """Per level: the cost of touching one line (0 for registers)."""
+        return (0, 0, self.costs.l1_line, self.costs.gl_line)
+
+    @property
+    def parallel_setup_cost(self) -> int:
+        return self.costs.parallel_setup
+
+    @property
+    def parallel_iter_cost(self) -> int:
+        return self.costs.parallel_iter
 
     def max_limits(self) -> "MemoryLimits":
         return MemoryLimits(self.capacity)
@@ -75,27 +96,33 @@ AVX2 = Target(
     name="avx2",
     # 16 scalar and 16 vector registers; L1d is 32 KiB per core here (512 lines).
     capacity=(16, 16, 512, 1 << 25),
-    hit_cost=(0, 0, 2, 20),
+    costs=AVX2_COSTS,
     vector_bytes=(16, 32),
     line_bytes=64,
     l1_ways=8,
     processors=1,
-    parallel_setup_cost=230_000,
-    parallel_iter_cost=60,
     cflags=("-mavx2", "-mfma"),
 )
 
 TARGETS = {AVX2.name: AVX2}
 
 
-def parse_target(name: str, threads: int = 1) -> Target:
+def parse_target(name: str, threads: int = 1, calibration: "str | None" = None) -> Target:
     """The target called ``name``, assuming ``threads`` processors for parallel loops.
 
-    A multi-threaded variant is a different target (named e.g. ``avx2-2t``): parallel loop
-    costs depend on the processor count, so its results live in their own database.
-    """
-    from dataclasses import replace
+    ``calibration`` picks the cost constants: ``"builtin"``, a calibration file's path, or
+    None for ``$MORELLO_CALIBRATION`` if set, else the file ``morello calibrate`` writes
+    (``morello.costs.default_path``) if it exists, else the built-in constants.
 
+    A multi-threaded variant is a different target (named e.g. ``avx2-2t``): parallel loop
+    costs depend on the processor count, so its results live in their own database; so is
+    a target with calibrated constants (``avx2-c<fingerprint>``).
+    """
+    import os
+    from dataclasses import replace
+    from pathlib import Path
+
+    from morello import costs as costsmod
     from morello.errors import SpecError
 
     try:
@@ -106,9 +133,19 @@ def parse_target(name: str, threads: int = 1) -> Target:
         ) from None
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise SpecError(f"threads must be an integer >= 1, got {threads!r}")
+    if calibration is None:
+        calibration = os.environ.get("MORELLO_CALIBRATION") or None
+    if calibration is None:
+        path = costsmod.default_path(base.name)
+        calibration = str(path) if path.exists() else "builtin"
+    tgt = base
+    if calibration != "builtin":
+        consts = costsmod.load(Path(calibration), base.name)
+        if consts != base.costs:
+            tgt = replace(base, name=f"{base.name}-c{consts.fingerprint()}", costs=consts)
     if threads == 1:
-        return base
-    return replace(base, name=f"{base.name}-{threads}t", processors=threads)
+        return tgt
+    return replace(tgt, name=f"{tgt.name}-{threads}t", processors=threads)
 
 
 def pow2_floor(x: int) -> int:

@@ -35,6 +35,10 @@ settings.load_profile(
     os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
 )
 
+# Tests use the built-in cost constants, whatever `morello calibrate` wrote on this host
+# (subprocesses inherit this).
+os.environ["MORELLO_CALIBRATION"] = "builtin"
+
 # The flags each ISA needs; an unlisted name is looked up as a flag itself.
 _ISA_FLAGS = {"avx2": ("avx2", "fma")}
 

@@ -1,9 +1,8 @@
 """The AVX2 kernel table: one entry per leaf microkernel.
 
 Each entry says when it applies (``check`` returns a reason or None), what it costs under
-the affine model (constants as in the published Morello, except where marked: there they
-count issued vector instructions, which ranks the register-blocked outer product above the
-dot-product loop as measured; ``morello calibrate`` is to replace them), how many
+the affine model (formulas as in the published Morello, except where marked, over the
+target's measured constants ``target.costs``, see ``morello.costs``), how many
 vector registers it needs beyond its operands, and how it is written in C. Emitters speak to
 operands through the codegen's operand protocol:
 
@@ -261,35 +260,39 @@ def _vector_zero_emit(w, spec, ops) -> None:
 
 KERNELS: tuple[Kernel, ...] = (
     Kernel("MultAdd", PrimKind.MATMUL_ACCUM, _mult_add_check,
-           lambda s, t: 1 + _io(s, t), 0, _mult_add_emit,
+           lambda s, t: t.costs.scalar_op + _io(s, t), 0, _mult_add_emit,
            "out += lhs * rhs on scalars", unit_dims=(0, 1, 2, 3)),
     # Differs from the reference (2·vc + 1): one FMA per vector plus one broadcast.
     Kernel("BroadcastVecMultAdd", PrimKind.MATMUL_ACCUM, _bvma_check,
-           lambda s, t: _vecs(s.operands[2]) + 1, 1, _bvma_emit,
+           lambda s, t: _vecs(s.operands[2]) * t.costs.fma + t.costs.broadcast, 1, _bvma_emit,
            "broadcast a scalar of lhs, FMA with rhs vectors into out vectors",
            unit_dims=(0, 1, 2), needs_vrf=True),
     # Differs from the reference (k/4): adds the horizontal sum at the end.
     Kernel("DotProductLoop", PrimKind.MATMUL_ACCUM, _dot_check,
-           lambda s, t: s.shape[2] // 4 + 8 + move_cost(s.operands[2], t), 5, _dot_emit,
+           lambda s, t: (s.shape[2] // 8) * (t.costs.fma + 2 * t.costs.vector_move)
+           + t.costs.hsum + move_cost(s.operands[2], t), 5, _dot_emit,
            "vectorized dot product of a contiguous row and column", unit_dims=(0, 1, 3)),
     Kernel("Assign", PrimKind.MOVE, _assign_check,
-           lambda s, t: 1 + _io(s, t), 0, _assign_emit, "scalar copy",
+           lambda s, t: t.costs.scalar_op + _io(s, t), 0, _assign_emit, "scalar copy",
            unit_dims=(0, 1, 2)),
     Kernel("VectorAssign", PrimKind.MOVE, _vassign_check,
-           lambda s, t: s.volume // (s.operands[0].vector_size or s.operands[1].vector_size),
+           lambda s, t: t.costs.vector_move * (
+               s.volume // (s.operands[0].vector_size or s.operands[1].vector_size)),
            0, _vassign_emit, "vector loads/stores between VRF and memory", needs_vrf=True),
     # Not in the reference: packing copies there go element by element.
     Kernel("VectorCopy", PrimKind.MOVE, _vcopy_check,
-           lambda s, t: s.volume // 4 + _io(s, t), 0, _vcopy_emit,
+           lambda s, t: 2 * t.costs.vector_move * (s.volume // 8) + _io(s, t), 0, _vcopy_emit,
            "contiguous copy in L1 by vector loads and stores (packing)"),
     # Differs from the reference (cost 1 whatever the size): memset touches every line.
     Kernel("MemsetZero", PrimKind.ZERO, _memset_check,
-           lambda s, t: 1 + move_cost(s.operands[0], t), 0, _memset_emit, "memset"),
+           lambda s, t: t.costs.scalar_op + move_cost(s.operands[0], t), 0, _memset_emit,
+           "memset"),
     Kernel("ValueZero", PrimKind.ZERO, _value_zero_check,
-           lambda s, t: 1 + _io(s, t), 0, _value_zero_emit, "scalar = 0",
+           lambda s, t: t.costs.scalar_op + _io(s, t), 0, _value_zero_emit, "scalar = 0",
            unit_dims=(0, 1, 2)),
     Kernel("VectorZero", PrimKind.ZERO, _vector_zero_check,
-           lambda s, t: _vecs(s.operands[0]), 0, _vector_zero_emit, "vector registers = 0",
+           lambda s, t: _vecs(s.operands[0]) * t.costs.vector_move, 0, _vector_zero_emit,
+           "vector registers = 0",
            needs_vrf=True),
 )
 

@@ -1,0 +1,302 @@
+"""Measure the cost model's constants on this host (``morello calibrate``).
+
+Each constant of ``morello.costs.CostConstants`` has a C microbenchmark below that times
+the operation the way emitted kernels perform it (vector loads of L1 lines, streaming
+reads of main memory, the broadcast-FMA register tile, OpenMP fork/join, ...). Times are
+the minimum over repeats (the machine is shared; the minimum is the least disturbed run)
+and are converted to units of one vector FMA at peak throughput, then rounded: the model
+stays affine with integer coefficients.
+
+Some constants are differences (the broadcast is what a 4×16 register-tile step costs
+beyond its FMAs and its loads; a scalar op is what a scalar multiply-add costs beyond the
+three L1 lines the model charges for its operands), clamped at zero or one.
+"""
+from __future__ import annotations
+
+import ctypes
+import platform
+from dataclasses import dataclass
+
+from morello.costs import CostConstants
+from morello.memory import Target
+
+SOURCE = r"""
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <omp.h>
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+#define KEEP(x) __asm__ volatile("" : "+x"(x))
+static volatile float sink;
+
+static float hsum8(__m256 v) {
+    __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    __m128 sh = _mm_movehdup_ps(lo);
+    __m128 s = _mm_add_ps(lo, sh);
+    sh = _mm_movehl_ps(sh, s);
+    return _mm_cvtss_f32(_mm_add_ss(s, sh));
+}
+
+/* Seconds per vector FMA: 12 independent chains, throughput-bound. */
+double cal_fma(long iters) {
+    __m256 a0 = _mm256_set1_ps(0.f), a1 = _mm256_set1_ps(1.f), a2 = _mm256_set1_ps(2.f),
+           a3 = _mm256_set1_ps(3.f), a4 = _mm256_set1_ps(4.f), a5 = _mm256_set1_ps(5.f),
+           a6 = _mm256_set1_ps(6.f), a7 = _mm256_set1_ps(7.f), a8 = _mm256_set1_ps(8.f),
+           a9 = _mm256_set1_ps(9.f), a10 = _mm256_set1_ps(10.f), a11 = _mm256_set1_ps(11.f);
+    __m256 x = _mm256_set1_ps(0.999f), y = _mm256_set1_ps(0.001f);
+    double t0 = now();
+    for (long i = 0; i < iters; i++) {
+        a0 = _mm256_fmadd_ps(a0, x, y); a1 = _mm256_fmadd_ps(a1, x, y);
+        a2 = _mm256_fmadd_ps(a2, x, y); a3 = _mm256_fmadd_ps(a3, x, y);
+        a4 = _mm256_fmadd_ps(a4, x, y); a5 = _mm256_fmadd_ps(a5, x, y);
+        a6 = _mm256_fmadd_ps(a6, x, y); a7 = _mm256_fmadd_ps(a7, x, y);
+        a8 = _mm256_fmadd_ps(a8, x, y); a9 = _mm256_fmadd_ps(a9, x, y);
+        a10 = _mm256_fmadd_ps(a10, x, y); a11 = _mm256_fmadd_ps(a11, x, y);
+        KEEP(a0); KEEP(a1); KEEP(a2); KEEP(a3); KEEP(a4); KEEP(a5);
+        KEEP(a6); KEEP(a7); KEEP(a8); KEEP(a9); KEEP(a10); KEEP(a11);
+    }
+    double t = now() - t0;
+    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+               _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
+    s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
+    sink = hsum8(s);
+    return t / ((double)iters * 12.0);
+}
+
+/* Seconds per line read (two vector loads) from a buffer of `bytes`, read `passes` times;
+ * `stride` bytes between consecutive lines (64: streaming). Eight accumulators, so the
+ * adds' latency does not bound it. */
+double cal_read(long bytes, long stride, long passes) {
+    float *buf = aligned_alloc(64, bytes);
+    memset(buf, 1, bytes);
+    long lines = bytes / 64, rows = bytes / stride, per_row = stride / 64, s4 = stride / 4;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s4v = s0, s5 = s0, s6 = s0,
+           s7 = s0;
+    double t0 = now();
+    for (long p = 0; p < passes; p++)
+        for (long c = 0; c < per_row; c++)
+            for (long r = 0; r < rows; r += 4) {
+                const float *x = buf + r * s4 + c * 16;
+                s0 = _mm256_add_ps(s0, _mm256_load_ps(x));
+                s1 = _mm256_add_ps(s1, _mm256_load_ps(x + 8));
+                s2 = _mm256_add_ps(s2, _mm256_load_ps(x + s4));
+                s3 = _mm256_add_ps(s3, _mm256_load_ps(x + s4 + 8));
+                s4v = _mm256_add_ps(s4v, _mm256_load_ps(x + 2 * s4));
+                s5 = _mm256_add_ps(s5, _mm256_load_ps(x + 2 * s4 + 8));
+                s6 = _mm256_add_ps(s6, _mm256_load_ps(x + 3 * s4));
+                s7 = _mm256_add_ps(s7, _mm256_load_ps(x + 3 * s4 + 8));
+            }
+    double t = now() - t0;
+    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)),
+               _mm256_add_ps(_mm256_add_ps(s4v, s5), _mm256_add_ps(s6, s7)));
+    sink = hsum8(s);
+    free(buf);
+    return t / ((double)passes * (double)lines);
+}
+
+/* Seconds per vector moved (a load and a store count as two) copying within L1. */
+double cal_copy(long iters) {
+    float *a = aligned_alloc(64, 8192), *b = aligned_alloc(64, 8192);
+    memset(a, 0, 8192);
+    double t0 = now();
+    for (long i = 0; i < iters; i++) {
+        for (int j = 0; j < 2048; j += 8)
+            _mm256_storeu_ps(b + j, _mm256_loadu_ps(a + j));
+        __asm__ volatile("" ::: "memory");
+    }
+    double t = now() - t0;
+    sink = b[5];
+    free(a); free(b);
+    return t / ((double)iters * 256.0 * 2.0);
+}
+
+/* Seconds per k step of an Mx16 broadcast-FMA register tile (2M FMAs, 2 vector loads
+ * of rhs, M broadcasts of lhs), operands in L1: what one step of the emitted tile costs. */
+#define TILE(NAME, M)                                                                     \
+double NAME(long iters) {                                                                 \
+    float *a = aligned_alloc(64, M * 256 * 4), *b = aligned_alloc(64, 256 * 16 * 4);       \
+    for (int i = 0; i < M * 256; i++) a[i] = 0.001f * i;                                  \
+    for (int i = 0; i < 4096; i++) b[i] = 0.002f * i;                                     \
+    __m256 c[M][2];                                                                       \
+    for (int r = 0; r < M; r++) c[r][0] = c[r][1] = _mm256_setzero_ps();                  \
+    double t0 = now();                                                                    \
+    for (long i = 0; i < iters; i++) {                                                    \
+        for (int k = 0; k < 256; k++) {                                                   \
+            __m256 b0 = _mm256_loadu_ps(b + 16 * k), b1 = _mm256_loadu_ps(b + 16 * k + 8);\
+            _Pragma("GCC unroll 8")                                                       \
+            for (int r = 0; r < M; r++) {                                                 \
+                __m256 x = _mm256_set1_ps(a[M * k + r]);                                  \
+                c[r][0] = _mm256_fmadd_ps(x, b0, c[r][0]);                                \
+                c[r][1] = _mm256_fmadd_ps(x, b1, c[r][1]);                                \
+            }                                                                             \
+        }                                                                                 \
+        __asm__ volatile("" ::: "memory");                                                \
+    }                                                                                     \
+    double t = now() - t0;                                                                \
+    __m256 s = _mm256_setzero_ps();                                                       \
+    for (int r = 0; r < M; r++) s = _mm256_add_ps(s, _mm256_add_ps(c[r][0], c[r][1]));    \
+    sink = hsum8(s);                                                                      \
+    free(a); free(b);                                                                     \
+    return t / ((double)iters * 256.0);                                                   \
+}
+TILE(cal_tile4, 4)
+TILE(cal_tile6, 6)
+
+/* Seconds per scalar multiply-add c[i] += a[i] * b[i] over L1 arrays, not vectorized. */
+__attribute__((optimize("no-tree-vectorize")))
+double cal_scalar(long iters) {
+    float *a = aligned_alloc(64, 4096), *b = aligned_alloc(64, 4096), *c = aligned_alloc(64, 4096);
+    for (int i = 0; i < 1024; i++) { a[i] = 1.f; b[i] = 0.5f; c[i] = 0.f; }
+    double t0 = now();
+    for (long i = 0; i < iters; i++) {
+        for (int j = 0; j < 1024; j++) c[j] += a[j] * b[j];
+        __asm__ volatile("" ::: "memory");
+    }
+    double t = now() - t0;
+    sink = c[7];
+    free(a); free(b); free(c);
+    return t / ((double)iters * 1024.0);
+}
+
+/* Seconds per horizontal sum of a vector (a dependent chain: its latency). */
+double cal_hsum(long iters) {
+    __m256 v = _mm256_set1_ps(1.0f);
+    float x = 0.f;
+    double t0 = now();
+    for (long i = 0; i < iters; i++) {
+        x = hsum8(_mm256_add_ps(v, _mm256_set1_ps(x * 1e-9f)));
+    }
+    double t = now() - t0;
+    sink = x;
+    return t / (double)iters;
+}
+
+/* Seconds per parallel loop of `n` trivial iterations on `threads` threads. */
+double cal_parallel(long reps, long n, int threads) {
+    float *acc = aligned_alloc(64, 64 * 64);
+    memset(acc, 0, 64 * 64);
+    double t0 = now();
+    for (long r = 0; r < reps; r++) {
+        #pragma omp parallel for schedule(static) num_threads(threads)
+        for (long i = 0; i < n; i++) acc[16 * omp_get_thread_num()] += 1.f;
+    }
+    double t = now() - t0;
+    sink = acc[0];
+    free(acc);
+    return t / (double)reps;
+}
+"""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    constants: CostConstants
+    measured_ns: dict
+    host: str
+
+    def table(self) -> str:
+        unit = self.measured_ns["fma"]
+        lines = [f"one cost unit = one vector FMA at peak = {unit:.4f} ns "
+                 f"({16 / unit:.1f} GFLOP/s)", "",
+                 f"{'measurement':28} {'ns':>12} {'units':>10}"]
+        for k, v in self.measured_ns.items():
+            lines.append(f"{k:28} {v:12.4f} {v / unit:10.2f}")
+        lines += ["", f"{'constant':28} {'value':>12}"]
+        for k, v in self.constants.to_json().items():
+            lines.append(f"{k:28} {v:12}")
+        return "\n".join(lines)
+
+
+def _lib(target: Target):
+    from morello.codegen.build import compile_c
+
+    path = compile_c(SOURCE, target.cflags, openmp=True)
+    lib = ctypes.CDLL(str(path))
+    for name in ("cal_fma", "cal_copy", "cal_tile4", "cal_tile6", "cal_scalar", "cal_hsum"):
+        getattr(lib, name).restype = ctypes.c_double
+        getattr(lib, name).argtypes = [ctypes.c_long]
+    lib.cal_read.restype = ctypes.c_double
+    lib.cal_read.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_long]
+    lib.cal_parallel.restype = ctypes.c_double
+    lib.cal_parallel.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_int]
+    return lib
+
+
+def _best(f, *args, repeats: int = 5) -> float:
+    return min(f(*args) for _ in range(repeats)) * 1e9
+
+
+def measure(target: Target, progress=None, quick: bool = False) -> dict:
+    """Nanoseconds per operation for each microbenchmark (minimum over repeats).
+
+    ``quick`` runs each for a twentieth of the time, on a 32 MiB instead of a 256 MiB
+    main-memory buffer: for tests, not for constants worth keeping."""
+    lib = _lib(target)
+    say = progress or (lambda m: None)
+    q = 20 if quick else 1
+    big = (32 if quick else 256) << 20
+    ns = {}
+    say("calibrate: FMA throughput")
+    ns["fma"] = _best(lib.cal_fma, 20_000_000 // q)
+    say("calibrate: L1 lines")
+    ns["l1_line"] = _best(lib.cal_read, 16 << 10, 64, 20_000 // q)
+    say(f"calibrate: streaming main memory ({big >> 20} MiB)")
+    ns["gl_line"] = _best(lib.cal_read, big, 64, 1, repeats=3)
+    say("calibrate: strided main memory (4 KiB stride)")
+    ns["gl_line_strided"] = _best(lib.cal_read, big, 4096, 1, repeats=3)
+    say("calibrate: vector copies, register tiles, scalar ops, horizontal sums")
+    ns["vector_move"] = _best(lib.cal_copy, 20_000 // q)
+    ns["tile_4x16_step"] = _best(lib.cal_tile4, 20_000 // q)
+    ns["tile_6x16_step"] = _best(lib.cal_tile6, 20_000 // q)
+    ns["scalar_madd"] = _best(lib.cal_scalar, 20_000 // q)
+    ns["hsum"] = _best(lib.cal_hsum, 5_000_000 // q)
+    say("calibrate: OpenMP parallel loops")
+    two = _best(lib.cal_parallel, 20_000 // q, 2, 2)
+    many = _best(lib.cal_parallel, 2_000 // q, 1 << 16, 2)
+    ns["parallel_setup"] = two
+    ns["parallel_iter"] = max(0.0, (many - two) / (1 << 16))
+    return ns
+
+
+def fit(ns: dict) -> CostConstants:
+    """Integer constants from measured nanoseconds (see the module docstring)."""
+    unit = ns["fma"]
+
+    def u(x: float) -> float:
+        return x / unit
+
+    l1 = max(1, round(u(ns["l1_line"])))
+    vm = max(1, round(u(ns["vector_move"])))
+    tile = u(ns["tile_4x16_step"])
+    return CostConstants(
+        l1_line=l1,
+        gl_line=max(l1 + 1, round(u(ns["gl_line"]))),
+        strided_factor=max(1, round(ns["gl_line_strided"] / ns["gl_line"])),
+        fma=1,
+        broadcast=max(0, round((tile - 8 - 2 * vm) / 4)),
+        vector_move=vm,
+        scalar_op=max(1, round(u(ns["scalar_madd"]) - 3 * l1)),
+        hsum=max(1, round(u(ns["hsum"]))),
+        parallel_setup=max(1, round(u(ns["parallel_setup"]))),
+        parallel_iter=round(u(ns["parallel_iter"])),
+    )
+
+
+def run(target: Target, progress=None, quick: bool = False) -> Calibration:
+    ns = measure(target, progress, quick)
+    host = f"{platform.node()} {platform.machine()} {platform.processor() or ''}".strip()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    host = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return Calibration(fit(ns), {k: round(v, 4) for k, v in ns.items()}, host)

@@ -1,0 +1,104 @@
+"""Cost constants: the numbers the affine cost model multiplies, per target.
+
+One cost unit is the time of one vector FMA at the core's peak throughput. Every constant
+is a measured time divided by that unit and rounded, so the model stays affine with integer
+coefficients. ``morello calibrate`` measures them on the host (``morello.calibrate``) and
+writes a calibration file; the built-in AVX2 constants below came from such a run.
+
+A calibration file is JSON::
+
+    {"format": "morello-calibration", "version": 1, "target": "avx2",
+     "constants": {...CostConstants fields...}, "measured_ns": {...}, "host": "..."}
+
+Which constants a search uses is part of its target's identity (``Target.name`` gets a
+``-c<fingerprint>`` suffix for non-built-in constants), so results computed under other
+constants never mix in one database.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from morello.errors import MorelloError
+
+FORMAT = "morello-calibration"
+VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class CostConstants:
+    """Integer costs, in units of one vector FMA at peak throughput."""
+
+    l1_line: int          # touch one 64-byte line in L1 (two vector loads)
+    gl_line: int          # touch one line of main memory, streamed
+    strided_factor: int   # lines of a non-contiguous tensor cost this many times more
+    fma: int              # one vector FMA inside a register tile (BroadcastVecMultAdd)
+    broadcast: int        # the broadcast of a scalar of lhs, per BroadcastVecMultAdd
+    vector_move: int      # one vector load or store between L1 and a register
+    scalar_op: int        # a scalar multiply-add, copy or store (operand traffic excluded)
+    hsum: int             # a horizontal sum of one vector (end of DotProductLoop)
+    parallel_setup: int   # start and join a parallel loop
+    parallel_iter: int    # schedule one iteration of a parallel loop
+
+    def fingerprint(self) -> str:
+        text = json.dumps(asdict(self), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(d: dict) -> "CostConstants":
+        names = [f.name for f in fields(CostConstants)]
+        missing = [n for n in names if n not in d]
+        if missing:
+            raise MorelloError(f"calibration lacks constants: {', '.join(missing)}")
+        vals = {}
+        for n in names:
+            v = d[n]
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise MorelloError(f"calibration constant {n} must be an integer >= 0, "
+                                   f"got {v!r}")
+            vals[n] = v
+        if vals["strided_factor"] < 1 or vals["fma"] < 1:
+            raise MorelloError("calibration constants fma and strided_factor must be >= 1")
+        return CostConstants(**vals)
+
+
+def default_path(target_name: str) -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "morello" / f"calibration-{target_name}.json"
+
+
+def load(path: Path, target_name: str) -> CostConstants:
+    """The constants in a calibration file; MorelloError if it is not one for this target."""
+    try:
+        d = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise MorelloError(f"cannot read calibration {path}: {e.strerror or e}") from None
+    except (ValueError, UnicodeDecodeError):
+        raise MorelloError(f"{path} is not a calibration file (not JSON)") from None
+    if not isinstance(d, dict) or d.get("format") != FORMAT:
+        raise MorelloError(f"{path} is not a morello calibration file")
+    if d.get("version") != VERSION:
+        raise MorelloError(f"{path} has calibration version {d.get('version')}, "
+                           f"this morello reads version {VERSION}; run morello calibrate again")
+    if d.get("target") != target_name:
+        raise MorelloError(f"{path} calibrates target {d.get('target')!r}, not {target_name!r}")
+    if not isinstance(d.get("constants"), dict):
+        raise MorelloError(f"{path} has no constants")
+    return CostConstants.from_json(d["constants"])
+
+
+def save(path: Path, target_name: str, constants: CostConstants, measured_ns: dict,
+         host: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"format": FORMAT, "version": VERSION, "target": target_name,
+           "constants": constants.to_json(), "measured_ns": measured_ns, "host": host}
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    os.replace(tmp, path)

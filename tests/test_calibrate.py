@@ -1,0 +1,79 @@
+"""Cost constants: fitting, calibration files, and their effect on targets and databases."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from morello import costs
+from morello.calibrate import fit
+from morello.costs import CostConstants
+from morello.errors import MorelloError
+from morello.memory import AVX2, parse_target
+
+from test_cli import assert_one_line_error, morello
+
+NS = {"fma": 0.2, "l1_line": 0.4, "gl_line": 6.0, "gl_line_strided": 24.0,
+      "vector_move": 0.35, "tile_4x16_step": 2.4, "tile_6x16_step": 3.0,
+      "scalar_madd": 1.6, "hsum": 8.0, "parallel_setup": 2000.0, "parallel_iter": 0.6}
+
+
+def test_fit_converts_nanoseconds_to_fma_units():
+    c = fit(NS)
+    assert c == CostConstants(
+        l1_line=2, gl_line=30, strided_factor=4, fma=1,
+        broadcast=round((12 - 8 - 2 * 2) / 4), vector_move=2,
+        scalar_op=max(1, round(8 - 3 * 2)), hsum=40, parallel_setup=10_000, parallel_iter=3)
+
+
+def test_calibration_file_round_trips_and_renames_the_target(tmp_path):
+    path = tmp_path / "cal.json"
+    c = fit(NS)
+    costs.save(path, "avx2", c, NS, "test host")
+    assert costs.load(path, "avx2") == c
+    tgt = parse_target("avx2", 1, str(path))
+    assert tgt.costs == c and tgt.name == f"avx2-c{c.fingerprint()}"
+    assert parse_target("avx2", 2, str(path)).name == f"avx2-c{c.fingerprint()}-2t"
+    assert parse_target("avx2", 1, "builtin") is AVX2
+
+
+@pytest.mark.parametrize("doc, words", [
+    ("not json", "not JSON"),
+    ('{"format": "x"}', "not a morello calibration"),
+    ('{"format": "morello-calibration", "version": 1, "target": "avx512", "constants": {}}',
+     "calibrates target"),
+    ('{"format": "morello-calibration", "version": 1, "target": "avx2", '
+     '"constants": {"l1_line": -1}}', "lacks constants"),
+])
+def test_bad_calibration_files_are_refused(tmp_path, doc, words):
+    path = tmp_path / "cal.json"
+    path.write_text(doc)
+    with pytest.raises(MorelloError, match=words):
+        costs.load(path, "avx2")
+
+
+def test_negative_constant_is_refused(tmp_path):
+    d = fit(NS).to_json() | {"gl_line": -3}
+    with pytest.raises(MorelloError, match="gl_line"):
+        CostConstants.from_json(d)
+
+
+@pytest.mark.isa("avx2")
+def test_calibrate_command_writes_constants_that_synth_uses(tmp_path):
+    cal = tmp_path / "cal.json"
+    p = morello("calibrate", "--quick", "--json", "--out", str(cal))
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["path"] == str(cal)
+    assert out["measured_ns"]["fma"] > 0 and out["constants"]["fma"] == 1
+    db = tmp_path / "x.db"
+    p = morello("synth", "matmul", "8", "8", "8", "-q", "--calibration", str(cal), tmp_db=db)
+    assert p.returncode == 0, p.stderr
+    header = json.loads(db.read_bytes().split(b"\n", 1)[0])
+    fp = CostConstants.from_json(out["constants"]).fingerprint()
+    assert header["target"] in ("avx2", f"avx2-c{fp}")
+
+
+def test_missing_calibration_file_is_one_line_error(tmp_path):
+    p = morello("synth", "matmul", "2", "2", "2", "--calibration", str(tmp_path / "no.json"))
+    assert_one_line_error(p, "cannot read calibration")
