@@ -53,6 +53,7 @@ def run(m, k, n, db, bench):
 
 def main() -> None:
     from morello.db import stats
+    from morello.memory import parse_target
 
     shapes = [tuple(int(x) for x in a.split("x")) for a in sys.argv[1:]] or SHAPES
     print("| shape | cold s | cold process s (incl. start, DB write) | Specs solved | Specs/s | "
@@ -64,7 +65,7 @@ def main() -> None:
             db = os.path.join(d, "bench.db")
             cold = run(m, k, n, db, "0")
             warm = run(m, k, n, db, "1")
-            st = stats(db, "avx2")
+            st = stats(db, parse_target("avx2").db_key)
         rate = cold["specs_solved"] / max(cold["synthesis_seconds"], 1e-9)
         g = warm.get("gflops")
         print(f"| {m}×{k}×{n} | {cold['synthesis_seconds']:.2f} | "

@@ -52,12 +52,12 @@ class _Session:
     def __init__(self, target: Target, db_path: Path | None) -> None:
         self.target = target
         self.db_path = db_path
-        self.roots = dbmod.load_roots(db_path, target.name) if db_path is not None else {}
+        self.roots = dbmod.load_roots(db_path, target.db_key) if db_path is not None else {}
         self._engine: Engine | None = None
 
     def engine(self, progress) -> Engine:
         if self._engine is None:
-            tables = dbmod.load(self.db_path, self.target.name) if self.db_path else {}
+            tables = dbmod.load(self.db_path, self.target.db_key) if self.db_path else {}
             self._engine = Engine(self.target, tables=tables)
         self._engine.progress = progress
         return self._engine
@@ -66,15 +66,15 @@ class _Session:
         if self._engine is not None:
             self._engine.persist()
         tables = ({k: t.to_arrays() for k, t in self._engine.tables.items()}
-                  if self._engine is not None else dbmod.load(self.db_path, self.target.name))
-        return dbmod.save(self.db_path, self.target.name, tables, self.roots)
+                  if self._engine is not None else dbmod.load(self.db_path, self.target.db_key))
+        return dbmod.save(self.db_path, self.target.db_key, tables, self.roots)
 
 
 _SESSIONS: dict[tuple[str, str | None], _Session] = {}
 
 
 def _session(target: Target, db_path: Path | None) -> _Session:
-    key = (target.name, None if db_path is None else str(db_path))
+    key = (target.db_key, None if db_path is None else str(db_path))
     if key not in _SESSIONS:
         _SESSIONS[key] = _Session(target, db_path)
     return _SESSIONS[key]
@@ -143,7 +143,7 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
     ``morello.memory.parse_target``).
     """
     tgt = parse_target(target, threads, calibration) if isinstance(target, str) else target
-    db_path = None if db is False else Path(db) if db is not None else dbmod.default_path(tgt.name)
+    db_path = None if db is False else Path(db) if db is not None else dbmod.default_path(tgt.db_key)
     if db_path is not None:
         dbmod.check_writable(db_path)
     spec = spec.canonical()

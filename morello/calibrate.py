@@ -7,7 +7,8 @@ the minimum over repeats (the machine is shared; the minimum is the least distur
 and are converted to units of one vector FMA at peak throughput, then rounded: the model
 stays affine with integer coefficients.
 
-Some constants are differences (the broadcast is what a 4×16 register-tile step costs
+Some constants are differences (a run start in main memory is what a line read at a 4 KiB
+stride costs beyond a streamed one; the broadcast is what a 4×16 register-tile step costs
 beyond its FMAs and its loads; a scalar op is what a scalar multiply-add costs beyond the
 three L1 lines the model charges for its operands), clamped at zero or one.
 """
@@ -277,6 +278,7 @@ def fit(ns: dict) -> CostConstants:
     return CostConstants(
         l1_line=l1,
         gl_line=max(l1 + 1, round(u(ns["gl_line"]))),
+        gl_run=max(0, round(u(ns["gl_line_strided"] - ns["gl_line"]))),
         strided_factor=max(1, round(ns["gl_line_strided"] / ns["gl_line"])),
         fma=1,
         broadcast=max(0, round((tile - 8 - 2 * vm) / 4)),

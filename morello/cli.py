@@ -222,8 +222,8 @@ def cmd_db(args) -> int:
     from morello.memory import parse_target
 
     tgt = parse_target(args.target, args.threads, args.calibration)
-    path = Path(args.db) if args.db else dbmod.default_path(tgt.name)
-    stats = dbmod.stats(path, tgt.name)
+    path = Path(args.db) if args.db else dbmod.default_path(tgt.db_key)
+    stats = dbmod.stats(path, tgt.db_key)
     if args.json:
         print(json.dumps(stats))
     else:

@@ -36,12 +36,19 @@ def sat(x: int) -> int:
 
 
 def move_cost(t: TensorSpec, target: Target) -> int:
-    """Cost of touching every line of ``t`` once (``strided_factor`` times more when
-    non-contiguous)."""
+    """Cost of touching every line of ``t`` once.
+
+    In main memory every separate contiguous run of ``t`` also pays ``gl_run``: the
+    hardware prefetchers follow a run, and each new one starts with a miss (this is what
+    ranks streaming a matrix row by row above walking it column block by column block).
+    In L1, lines of a non-contiguous tensor cost ``strided_factor`` times more.
+    """
     hit = target.hit_cost[t.level]
     if hit == 0:
         return 0
     c = hit * t.units(target)
+    if t.level is Level.GL:
+        return c + target.costs.gl_run * t.blocks
     return c if t.contiguous else target.costs.strided_factor * c
 
 

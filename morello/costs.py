@@ -34,7 +34,8 @@ class CostConstants:
 
     l1_line: int          # touch one 64-byte line in L1 (two vector loads)
     gl_line: int          # touch one line of main memory, streamed
-    strided_factor: int   # lines of a non-contiguous tensor cost this many times more
+    gl_run: int           # start a new contiguous run in main memory (prefetch lost)
+    strided_factor: int   # L1 lines of a non-contiguous tensor cost this many times more
     fma: int              # one vector FMA inside a register tile (BroadcastVecMultAdd)
     broadcast: int        # the broadcast of a scalar of lhs, per BroadcastVecMultAdd
     vector_move: int      # one vector load or store between L1 and a register

@@ -62,7 +62,13 @@ def _read(path: Path, target_name: str, tables: bool):
                 raise DatabaseError(
                     f"{path} has database version {header.get('version')}, "
                     f"this morello reads version {VERSION}; delete it or pass another --db")
-            if header.get("target") != target_name:
+            other = header.get("target")
+            if isinstance(other, str) and other.split("@")[0] == target_name.split("@")[0] \
+                    and other != target_name:
+                raise DatabaseError(
+                    f"{path} holds results computed under other cost constants "
+                    f"({other}, not {target_name}); delete it or pass another --db")
+            if other != target_name:
                 raise DatabaseError(
                     f"{path} holds results for target {header.get('target')!r}, "
                     f"not {target_name!r}; pass another --db")

@@ -57,7 +57,7 @@ DESTINATIONS = {
 # Built in: measured by ``morello calibrate`` (see ``morello.costs``) on the development
 # machine, the AMD EPYC with AVX-512 that the benchmarks in the notes ran on.
 AVX2_COSTS = CostConstants(
-    l1_line=2, gl_line=20, strided_factor=2, fma=1, broadcast=1, vector_move=1,
+    l1_line=2, gl_line=20, gl_run=60, strided_factor=2, fma=1, broadcast=1, vector_move=1,
     scalar_op=1, hsum=8, parallel_setup=230_000, parallel_iter=60,
 )
 
@@ -74,6 +74,11 @@ class Target:
     l1_ways: int                   # associativity of L1 (see ``rewrites.move``)
     processors: int
     cflags: tuple[str, ...]
+
+    @property
+    def db_key(self) -> str:
+        """Identity of the results computed for this target: its name and constants."""
+        return f"{self.name}@{self.costs.fingerprint()}"
 
     @property
     def hit_cost(self) -> tuple[int, ...]:
