@@ -25,7 +25,7 @@ from morello.impl import reconstruct, replay, trace_json
 from morello.layouts import row_major
 from morello.memory import AVX2, Level, MemoryLimits
 from morello.reference_dp import exhaustive_main_cost
-from morello.rewrites import actions
+from morello.rewrites import Move, actions
 from morello.search import Engine
 from morello.specs import PrimKind, Spec
 from morello.tensorspec import TensorSpec
@@ -112,6 +112,16 @@ def test_actions_produce_canonical_subspecs(spec):
             continue
         for child in exp.children:
             assert child.is_canonical, f"{act} of {spec} -> {child}"
+
+
+@given(spec_st(max_dim=12))
+def test_l1_views_of_strided_tensors_fit_in_l1_ways(spec):
+    """A strided view taller than L1's ways could sit in one cache set and be evicted
+    while the model counts it resident (see ``morello.rewrites.move``)."""
+    for act in actions(spec, AVX2):
+        if isinstance(act, Move) and act.layout is None:
+            t = spec.operands[act.operand]
+            assert t.contiguous or t.blocks <= AVX2.l1_ways, f"{act} of {spec}"
 
 
 def _solved_impl(spec: Spec):
