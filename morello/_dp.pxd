@@ -86,6 +86,7 @@ cdef class Solver:
     cdef int64_t kvrf[MAXK][16]     # per kind and kernel: 1 if some operand must be VRF
     cdef int64_t processors, par_setup, par_iter
     cdef Vec tile_sizes             # tile sizes to try, ascending
+    cdef Vec tile_rows_only         # per tile size: 1 if it tiles only Matmul rows
     # persistent layer: one compressed MemoTable per table (Matmul, Move, Zero families)
     cdef list tables                # MemoTables indexed by family, or None
     cdef bint consult_tables        # look misses up in the tables

@@ -223,6 +223,8 @@ cdef class Solver:
         free(self.moves.data)
         free(self.tile_sizes.data)
         self.tile_sizes.data = NULL
+        free(self.tile_rows_only.data)
+        self.tile_rows_only.data = NULL
         self.records.data = self.t_par.data = self.t_vrf.data = self.moves.data = NULL
 
     cdef int _ensure_id(self, int64_t i) except -1:
@@ -496,8 +498,10 @@ cdef class Solver:
                 self.kunit[k][j] = kernel_units[k][j]
                 self.kvrf[k][j] = kernel_vrf[k][j]
         self.tile_sizes.size = 0
+        self.tile_rows_only.size = 0
         for k in range(len(tile_sizes)):
-            vec_push(&self.tile_sizes, tile_sizes[k])
+            vec_push(&self.tile_sizes, tile_sizes[k][0])
+            vec_push(&self.tile_rows_only, 1 if tile_sizes[k][1] else 0)
         self.processors = processors
         self.par_setup = par_setup
         self.par_iter = par_iter
@@ -706,6 +710,8 @@ cdef class Solver:
                     size = self.tile_sizes.data[j]
                     if size >= top:
                         break
+                    if self.tile_rows_only.data[j] and (kind > 1 or d != 1):
+                        continue
                     self._loop_row(rec, idx, outdims[d], size, par == 1)
                     idx += 1
         # 3. kernels, asking Python only when a kernel's necessary conditions hold
@@ -744,6 +750,8 @@ cdef class Solver:
                 size = self.tile_sizes.data[j]
                 if size >= rec[4]:
                     break
+                if self.tile_rows_only.data[j]:
+                    continue
                 self._loop_row(rec, idx, 2, size, False)
                 idx += 1
         self.row_count.data[i] = self.r_index.size - self.row_start.data[i]

@@ -72,6 +72,7 @@ class Target:
     vector_bytes: tuple[int, ...]  # widths of vector registers, ascending
     line_bytes: int
     l1_ways: int                   # associativity of L1 (see ``rewrites.move``)
+    row_tile_sizes: tuple[int, ...]  # extra tile sizes for Matmul rows (``rewrites.tile``)
     processors: int
     cflags: tuple[str, ...]
 
@@ -105,6 +106,7 @@ AVX2 = Target(
     vector_bytes=(16, 32),
     line_bytes=64,
     l1_ways=8,
+    row_tile_sizes=(6,),
     processors=1,
     cflags=("-mavx2", "-mfma"),
 )

@@ -21,7 +21,7 @@ from morello.kernels.avx2 import kernels_for
 from morello.memory import LEVELS, Level, MemoryLimits, Target
 from morello.rewrites import actions
 from morello.rewrites.move import operand_moves
-from morello.rewrites.tile import TILE_SIZES
+from morello.rewrites.tile import tile_size_table
 from morello.specs import READS, WRITES, PrimKind, Spec, operand_shapes
 from morello.tensorspec import TensorSpec
 
@@ -134,7 +134,8 @@ class Engine:
         vrf = [[int(kn.needs_vrf) for kn in kernels_for(k)] for k in kinds]
         t = self.target
         self.solver.configure(self, nops, reads, writes, units, vrf, t.processors,
-                              t.parallel_setup_cost, t.parallel_iter_cost, TILE_SIZES)
+                              t.parallel_setup_cost, t.parallel_iter_cost,
+                              tile_size_table(t))
 
     def tile(self, tid: int, shape: tuple[int, ...]) -> int:
         t = self.tensors[tid]

@@ -14,6 +14,7 @@ iterations across processors; its bodies are serial.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from morello.cost import loop_iterations
@@ -32,18 +33,29 @@ def spec_dim_of_output(kind: PrimKind, out_dim: int) -> int:
     return _OUT_TO_SPEC.get(kind, None)[out_dim] if kind in _OUT_TO_SPEC else out_dim
 
 
-# Tile sizes the search tries, ascending; the core (morello._dp) reads this same list.
-# Powers of two, as in the reference. The classic 6×16 AVX2 register tile needs 6: adding
-# {6, 12} doubles the 64^3 search (2.0 -> 4.3 s) and 1024^3 RSS (to ~1 GB), while the kernel
-# gain was within this shared machine's noise (256^3: +37% in one run, +1% in another); all
-# 3·2^k sizes cost 103 s of search and 4.7 GB at 256^3. Both wait for calibrated costs.
+# Tile sizes the search tries, ascending: powers of two, as in the reference, for every dim.
 TILE_SIZES = tuple(1 << i for i in range(31))
 
 
-def _sizes(limit: int):
-    for s in TILE_SIZES:
+@functools.lru_cache(maxsize=64)
+def tile_size_table(target: Target) -> tuple[tuple[int, bool], ...]:
+    """Every tile size with whether it is a row-only size, ascending; the core
+    (morello._dp) enumerates this same table.
+
+    Row-only sizes (``target.row_tile_sizes``, e.g. 6 for the 6×16 AVX2 register tile:
+    12 accumulators hide the FMA latency that 4×16's 8 barely cover) tile only the rows
+    (output dim 1) of Matmul and MatmulAccum. Offering 6 and 12 for every dim doubled the
+    64^3 search; offering them for rows only keeps the search near the powers of two."""
+    rows = set(target.row_tile_sizes) - set(TILE_SIZES)
+    return tuple(sorted([(s, False) for s in TILE_SIZES] + [(s, True) for s in rows]))
+
+
+def _sizes(limit: int, target: Target, rows: bool = False):
+    for s, row_only in tile_size_table(target):
         if s >= limit:
             return
+        if row_only and not rows:
+            continue
         yield s
 
 
@@ -124,11 +136,16 @@ class Split:
 def tile_actions(spec: Spec, target: Target):
     out_shape = spec.output.shape
     top = max(out_shape)
-    acts = [TileOut(d, s) for d in range(len(out_shape)) for s in _sizes(top)]
+    mm = spec.kind in _OUT_TO_SPEC
+
+    def sizes(d: int):
+        return _sizes(top, target, rows=mm and d == 1)
+
+    acts = [TileOut(d, s) for d in range(len(out_shape)) for s in sizes(d)]
     if not spec.serial_only:
-        acts += [TileOut(d, s, True) for d in range(len(out_shape)) for s in _sizes(top)]
+        acts += [TileOut(d, s, True) for d in range(len(out_shape)) for s in sizes(d)]
     return acts
 
 
 def split_actions(spec: Spec, target: Target):
-    return [Split(s) for s in _sizes(spec.shape[2])]
+    return [Split(s) for s in _sizes(spec.shape[2], target)]
