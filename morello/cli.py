@@ -79,8 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "calibrate", help="measure the cost model's constants on this machine",
         description="Time microbenchmarks of the kernels and memory levels on this host "
-                    "(a few seconds), print them, and write the cost constants (in units of "
-                    "one vector FMA at peak) to a calibration file that later searches use. "
+                    "(about 15 s), print them, and write the cost constants (in units of a "
+                    "quarter of a vector FMA at peak) to a calibration file that later searches use. "
                     "Results of searches under other constants go to another database.")
     p.add_argument("--target", default="avx2", help="target ISA (default avx2)")
     p.add_argument("--out", metavar="PATH", default=None,

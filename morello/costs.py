@@ -1,9 +1,10 @@
 """Cost constants: the numbers the affine cost model multiplies, per target.
 
-One cost unit is the time of one vector FMA at the core's peak throughput. Every constant
-is a measured time divided by that unit and rounded, so the model stays affine with integer
-coefficients. ``morello calibrate`` measures them on the host (``morello.calibrate``) and
-writes a calibration file; the built-in AVX2 constants below came from such a run.
+One cost unit is a quarter of the time of one vector FMA at the core's peak throughput (so
+``fma`` is 4 when measured). Every constant is a measured time divided by that unit and
+rounded, so the model stays affine with integer coefficients. ``morello calibrate``
+measures them on the host (``morello.calibrate``) and writes a calibration file; the
+built-in AVX2 constants (``morello.memory``) came from such a run.
 
 A calibration file is JSON::
 
@@ -30,7 +31,7 @@ VERSION = 1
 
 @dataclass(frozen=True, slots=True)
 class CostConstants:
-    """Integer costs, in units of one vector FMA at peak throughput."""
+    """Integer costs, in units of a quarter of a vector FMA at peak throughput."""
 
     l1_line: int          # touch one 64-byte line in L1 (two vector loads)
     gl_line: int          # touch one line of main memory, streamed

@@ -54,11 +54,14 @@ DESTINATIONS = {
 }
 
 
-# Built in: measured by ``morello calibrate`` (see ``morello.costs``) on the development
-# machine, the AMD EPYC with AVX-512 that the benchmarks in the notes ran on.
+# Built in: the median, constant by constant, of three `morello calibrate --dry-run --json`
+# runs on 2026-11-29 on the development machine (AMD EPYC, 2 vCPUs under KVM; one vector
+# FMA = 0.17 ns = 4 units). The earlier hand-set values (L1 line 2, GL line 20, in FMA
+# units) gave kernels that measured the same within noise at 64^3..1024^3; these also
+# stream the matvec in longer runs (8 KiB instead of 2 KiB: 8-9.5 -> 9.7-10.5 GB/s).
 AVX2_COSTS = CostConstants(
-    l1_line=2, gl_line=20, gl_run=60, strided_factor=2, fma=1, broadcast=1, vector_move=1,
-    scalar_op=1, hsum=8, parallel_setup=230_000, parallel_iter=60,
+    l1_line=10, gl_line=125, gl_run=404, strided_factor=4, fma=4, broadcast=5,
+    vector_move=9, scalar_op=1, hsum=172, parallel_setup=23_940, parallel_iter=12,
 )
 
 

@@ -14,16 +14,17 @@ from morello.memory import AVX2, parse_target
 from test_cli import assert_one_line_error, morello
 
 NS = {"fma": 0.2, "l1_line": 0.4, "gl_line": 6.0, "gl_line_strided": 24.0,
-      "vector_move": 0.35, "tile_4x16_step": 2.4, "tile_6x16_step": 3.0,
+      "vector_move": 0.35, "broadcast": 0.4, "tile_4x16_step": 2.4, "tile_6x16_step": 3.0,
       "scalar_madd": 1.6, "hsum": 8.0, "parallel_setup": 2000.0, "parallel_iter": 0.6}
 
 
 def test_fit_converts_nanoseconds_to_fma_units():
     c = fit(NS)
+    # One unit is a quarter of the 0.2 ns FMA: 0.05 ns.
     assert c == CostConstants(
-        l1_line=2, gl_line=30, gl_run=90, strided_factor=4, fma=1,
-        broadcast=round((12 - 8 - 2 * 2) / 4), vector_move=2,
-        scalar_op=max(1, round(8 - 3 * 2)), hsum=40, parallel_setup=10_000, parallel_iter=3)
+        l1_line=8, gl_line=120, gl_run=360, strided_factor=4, fma=4,
+        broadcast=8, vector_move=7,
+        scalar_op=32 - 3 * 8, hsum=160, parallel_setup=40_000, parallel_iter=12)
 
 
 def test_calibration_file_round_trips_and_renames_the_target(tmp_path):
@@ -65,7 +66,7 @@ def test_calibrate_command_writes_constants_that_synth_uses(tmp_path):
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["path"] == str(cal)
-    assert out["measured_ns"]["fma"] > 0 and out["constants"]["fma"] == 1
+    assert out["measured_ns"]["fma"] > 0 and out["constants"]["fma"] == 4
     db = tmp_path / "x.db"
     p = morello("synth", "matmul", "8", "8", "8", "-q", "--calibration", str(cal), tmp_db=db)
     assert p.returncode == 0, p.stderr
