@@ -8,17 +8,30 @@ Embedding API::
     prog.cost, prog.impl, prog.c_source
     fn = prog.compile()
     out = fn(a, b)
+
+    # Some actions by hand, the rest searched (see morello.schedule):
+    prog = morello.schedule(spec, [morello.TileOut(dim=1, size=16)])
 """
 from morello.api import Program, matmul, synthesize  # noqa: E402
 from morello.errors import BuildError, MorelloError, RewriteError, SpecError
+from morello.memory import Level
+from morello.rewrites import Move, Select, Split, TileOut, ToAccum
+from morello.schedule import schedule
 
 __all__ = [
     "BuildError",
+    "Level",
     "MorelloError",
+    "Move",
     "Program",
     "RewriteError",
+    "Select",
     "SpecError",
+    "Split",
+    "TileOut",
+    "ToAccum",
     "matmul",
+    "schedule",
     "synthesize",
 ]
 __version__ = "0.1.0"

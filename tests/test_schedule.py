@@ -1,0 +1,56 @@
+"""Manual scheduling: hand-chosen steps, the rest searched; never cheaper than the search."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import morello
+from morello import RewriteError, Split, TileOut, ToAccum, schedule
+from morello.memory import AVX2
+from morello.rewrites import actions
+
+
+@settings(max_examples=15)
+@given(st.integers(1, 6), st.integers(1, 6), st.integers(1, 6), st.data())
+def test_hand_steps_never_beat_the_search_and_stay_in_the_trace(m, k, n, data):
+    spec = morello.matmul(m, k, n).canonical()
+    best = morello.synthesize(spec, db=False)
+    steps = []
+    s = spec
+    for _ in range(data.draw(st.integers(1, 3))):
+        cands = [a for a in actions(s, AVX2) if a.expand(s, AVX2) is not None]
+        if not cands:
+            break
+        a = data.draw(st.sampled_from(cands))
+        steps.append(a)
+        exp = a.expand(s, AVX2)
+        if not exp.children:
+            break
+        s = exp.children[0]
+    prog = schedule(spec, steps)
+    assert [n.action for n in prog.impl.walk()][: len(steps)] == steps
+    assert prog.cost >= best.cost
+
+
+@pytest.mark.isa("avx2")
+def test_a_streaming_matvec_schedule_compiles_and_matches_numpy():
+    spec = morello.matmul(1, 64, 256)
+    prog = schedule(spec, [ToAccum(), None, Split(8), TileOut(2, 32)])
+    assert "Split(k=8)" in str(prog.impl)
+    fn = prog.compile()
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (1, 64)).astype(np.float32)
+    b = rng.uniform(-1, 1, (64, 256)).astype(np.float32)
+    np.testing.assert_allclose(fn(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_a_step_that_does_not_apply_names_the_hole_and_the_options():
+    with pytest.raises(RewriteError, match=r"Split\(k=8\) does not apply to Matmul.*applicable"):
+        schedule(morello.matmul(4, 16, 16), [Split(8)])
+
+
+def test_leftover_steps_are_an_error():
+    with pytest.raises(RewriteError, match="left over"):
+        schedule(morello.matmul(1, 1, 1), [ToAccum(), None, None, TileOut(1, 1)])
