@@ -75,6 +75,10 @@ cdef class Solver:
     cdef Vec records                # REC ints per logical id
     cdef Vec t_par                  # per tensor id: 1 if it may be tiled in parallel
     cdef Vec t_vrf                  # per tensor id: 1 if it lives in VRF
+    cdef Vec t_stream               # per tensor id: its stream dim if in GL, else -1
+    cdef Vec t_blocks               # per tensor id: separate contiguous runs
+    cdef int64_t gl_run             # cost of a main-memory run start
+    cdef int64_t streams            # runs the prefetchers follow at once
     cdef IntMap tile_cache          # (tid, shape[3]) -> tid of the tile, -1 invalid
     cdef IntMap move_cache          # (kind, operand, tid) -> start in moves
     cdef Vec moves                  # per cached list: count, then (valid, dest, level, units, const, view)

@@ -220,6 +220,9 @@ cdef class Solver:
         free(self.records.data)
         free(self.t_par.data)
         free(self.t_vrf.data)
+        free(self.t_stream.data)
+        free(self.t_blocks.data)
+        self.t_stream.data = self.t_blocks.data = NULL
         free(self.moves.data)
         free(self.tile_sizes.data)
         self.tile_sizes.data = NULL
@@ -484,7 +487,8 @@ cdef class Solver:
     # rows is exactly ``morello.rewrites.actions``' order (tested for parity).
 
     def configure(self, native, nops, reads, writes, kernel_units, kernel_vrf,
-                  int64_t processors, int64_t par_setup, int64_t par_iter, tile_sizes):
+                  int64_t processors, int64_t par_setup, int64_t par_iter, tile_sizes,
+                  int64_t gl_run, int64_t streams):
         """Switch to native expansion. Per kind: operand count, read/written operand
         bitmasks, and per kernel the bitmask of dims that must be 1 and the VRF flag."""
         cdef Py_ssize_t k, j
@@ -502,16 +506,23 @@ cdef class Solver:
         for k in range(len(tile_sizes)):
             vec_push(&self.tile_sizes, tile_sizes[k][0])
             vec_push(&self.tile_rows_only, 1 if tile_sizes[k][1] else 0)
+        self.gl_run = gl_run
+        self.streams = streams
         self.processors = processors
         self.par_setup = par_setup
         self.par_iter = par_iter
 
-    def set_tensor(self, int64_t tid, bint parallel_ok, bint vrf):
+    def set_tensor(self, int64_t tid, bint parallel_ok, bint vrf, int64_t stream_dim,
+                   int64_t blocks):
         while self.t_par.size <= tid:
             vec_push(&self.t_par, 0)
             vec_push(&self.t_vrf, 0)
+            vec_push(&self.t_stream, -1)
+            vec_push(&self.t_blocks, 0)
         self.t_par.data[tid] = parallel_ok
         self.t_vrf.data[tid] = vrf
+        self.t_stream.data[tid] = stream_dim
+        self.t_blocks.data[tid] = blocks
 
     def intern(self, rec):
         """Logical id of a Spec record ``(kind, rank, shape[4], tensor ids[3], serial)``."""
@@ -624,7 +635,7 @@ cdef class Solver:
 
     cdef int _loop_row(self, const int64_t *rec, int64_t idx, int64_t sdim, int64_t size,
                        bint par) except -1:
-        cdef int64_t extent = rec[2 + sdim], full, rem, op, body, bnd, nch = 1
+        cdef int64_t extent = rec[2 + sdim], full, rem, op, body, bnd, nch = 1, disc, od, tile
         cdef int64_t children[2]
         cdef int64_t coefs[2]
         cdef bint serial = rec[9] != 0
@@ -650,8 +661,18 @@ cdef class Solver:
             children[1] = bnd
             coefs[1] = 1
             nch = 2
-        self._push_row(idx, self.par_setup + self.par_iter * coefs[0] if par else 0,
-                       0, 0, nch, children, coefs)
+        # Run starts a serial loop's later iterations do not pay again (see
+        # morello.rewrites.tile.stream_discount).
+        disc = 0
+        if not par and full > 1:
+            for op in range(self.nops[rec[0]]):
+                od = OPDIM[rec[0]][op][sdim]
+                tile = self.records.data[body * REC + 6 + op]
+                if od >= 0 and self.t_stream.data[rec[6 + op]] == od \
+                        and self.t_blocks.data[tile] <= self.streams:
+                    disc += self.gl_run * self.t_blocks.data[tile]
+        self._push_row(idx, self.par_setup + self.par_iter * coefs[0] if par
+                       else -(full - 1) * disc, 0, 0, nch, children, coefs)
         return 0
 
     cdef int _compile_native(self, int64_t i) except -1:

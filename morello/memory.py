@@ -76,6 +76,7 @@ class Target:
     line_bytes: int
     l1_ways: int                   # associativity of L1 (see ``rewrites.move``)
     row_tile_sizes: tuple[int, ...]  # extra tile sizes for Matmul rows (``rewrites.tile``)
+    prefetch_streams: int          # concurrent memory streams the prefetchers follow
     processors: int
     cflags: tuple[str, ...]
 
@@ -110,6 +111,7 @@ AVX2 = Target(
     line_bytes=64,
     l1_ways=8,
     row_tile_sizes=(6,),
+    prefetch_streams=8,
     processors=1,
     cflags=("-mavx2", "-mfma"),
 )

@@ -98,7 +98,8 @@ class Engine:
         if i is None:
             i = self.tids[t] = len(self.tensors)
             self.tensors.append(t)
-            self.solver.set_tensor(i, t.level.can_parallel_tile, t.level is Level.VRF)
+            self.solver.set_tensor(i, t.level.can_parallel_tile, t.level is Level.VRF,
+                                   t.stream_dim if t.level is Level.GL else -1, t.blocks)
             self.solver.set_tensor_coords(i, operand_coords(t, self.target))
         return i
 
@@ -135,7 +136,7 @@ class Engine:
         t = self.target
         self.solver.configure(self, nops, reads, writes, units, vrf, t.processors,
                               t.parallel_setup_cost, t.parallel_iter_cost,
-                              tile_size_table(t))
+                              tile_size_table(t), t.costs.gl_run, t.prefetch_streams)
 
     def tile(self, tid: int, shape: tuple[int, ...]) -> int:
         t = self.tensors[tid]

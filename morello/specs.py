@@ -65,6 +65,13 @@ def operand_shapes(kind: PrimKind, shape: tuple[int, ...]) -> tuple[tuple[int, .
     return (shape,)
 
 
+def operand_dim(kind: PrimKind, operand: int, sdim: int) -> int | None:
+    """The dim of operand ``operand`` that Spec dim ``sdim`` indexes (None: it has none)."""
+    if kind in (PrimKind.MATMUL, PrimKind.MATMUL_ACCUM):
+        return ((0, 1, 2, None), (0, None, 1, 2), (0, 1, None, 2))[operand][sdim]
+    return sdim
+
+
 def output_index(kind: PrimKind) -> int:
     return WRITES[kind][0]
 

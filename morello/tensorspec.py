@@ -64,6 +64,15 @@ class TensorSpec:
         return self.layout.blocks(self.shape, self.contig)
 
     @property
+    def stream_dim(self) -> int:
+        """The logical dim along which this tensor's memory runs continue: its innermost
+        physical dim, if unpacked and of unit stride (``contig >= 1``); else -1."""
+        if not self.layout.dims or self.contig < 1:
+            return -1
+        inner = self.layout.dims[-1]
+        return inner.dim if inner.pack is None else -1
+
+    @property
     def bytes(self) -> int:
         return self.volume * self.dtype.size
 

@@ -18,9 +18,9 @@ import functools
 from dataclasses import dataclass
 
 from morello.cost import loop_iterations
-from morello.memory import NLEVELS, Target
+from morello.memory import NLEVELS, Level, Target
 from morello.rewrites.base import Expansion
-from morello.specs import PrimKind, Spec, operand_shapes
+from morello.specs import PrimKind, Spec, operand_dim, operand_shapes
 
 # Spec-shape dim indexed by each output dim.
 _OUT_TO_SPEC = {
@@ -94,7 +94,28 @@ def loop_expansion(spec: Spec, sdim: int, size: int, parallel: bool, target: Tar
     const = 0
     if parallel:
         const = target.parallel_setup_cost + target.parallel_iter_cost * coefs[0]
+    elif full > 1:
+        const = -(full - 1) * stream_discount(spec, body, sdim, target)
     return Expansion(tuple(children), tuple(coefs), const, (0,) * NLEVELS)
+
+
+def stream_discount(spec: Spec, body: Spec, sdim: int, target: Target) -> int:
+    """Run starts a serial loop's iterations do not pay again.
+
+    Main memory charges ``gl_run`` for every contiguous run a tile touches (the
+    prefetchers lose the stream there). A loop along the dim in which an operand's memory
+    runs continue (its innermost, unpacked dim), over tiles with no more rows than the
+    prefetchers follow, continues each row's stream from one iteration to the next: only
+    the first iteration starts them. Every iteration's body pays for its tile's runs when
+    it views or copies the tile, so the discount never exceeds what the body charged."""
+    disc = 0
+    for i, (parent, tile) in enumerate(zip(spec.operands, body.operands)):
+        if parent.level is not Level.GL:
+            continue
+        d = operand_dim(spec.kind, i, sdim)
+        if d is not None and parent.stream_dim == d and tile.blocks <= target.prefetch_streams:
+            disc += target.costs.gl_run * tile.blocks
+    return disc
 
 
 @dataclass(frozen=True, slots=True)
