@@ -59,3 +59,18 @@ def test_random_impls_match_numpy(b, m, k, n, seed):
     lhs = rng.uniform(-1, 1, (b, m, k)).astype(np.float32)
     rhs = rng.uniform(-1, 1, (b, k, n)).astype(np.float32)
     np.testing.assert_allclose(fn(lhs, rhs), lhs @ rhs, rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=25)
+@given(st.integers(1, 2), st.integers(1, 12), st.integers(1, 12), st.integers(1, 40),
+       st.integers(0, 10**6))
+def test_every_node_of_any_impl_costs_at_least_nothing(b, m, k, n, seed):
+    """Loops along a stream discount the run starts their bodies paid (see
+    ``rewrites.tile.stream_discount``): never more than the bodies paid, whatever the
+    Impl, so no cost goes negative."""
+    spec = morello.matmul(m, k, n, batch=b)
+    eng = Engine(AVX2)
+    eng.solve(spec)
+    impl = random_impl(spec, eng, random.Random(seed))
+    for node in impl.walk():
+        assert node.cost.main >= 0, impl.pformat()
