@@ -57,6 +57,17 @@ def _all_f32(spec: Spec) -> Reason:
     return None
 
 
+def _same_contiguous_f32(src: TensorSpec, dst: TensorSpec) -> Reason:
+    """Copies element for element: same layout, both contiguous, f32."""
+    if not (src.contiguous and dst.contiguous):
+        return "operands must be contiguous"
+    if src.layout != dst.layout:
+        return "layouts differ"
+    if src.dtype is not Dtype.F32 or dst.dtype is not Dtype.F32:
+        return "only f32"
+    return None
+
+
 def _vecs(t: TensorSpec) -> int:
     return t.volume // t.vector_size
 
@@ -169,12 +180,8 @@ def _vassign_check(spec: Spec, target: Target) -> Reason:
     mem = [t for t in (src, dst) if t.level is not Level.VRF]
     if mem and mem[0].level is Level.RF:
         return "cannot vector-assign with RF"
-    if not (src.contiguous and dst.contiguous):
-        return "operands must be contiguous"
-    if src.layout != dst.layout:
-        return "layouts differ"
-    if src.dtype is not Dtype.F32 or dst.dtype is not Dtype.F32:
-        return "only f32"
+    if reason := _same_contiguous_f32(src, dst):
+        return reason
     if spec.volume % vrf[0].vector_size:
         return "volume is not a multiple of the vector size"
     return None
@@ -197,12 +204,8 @@ def _vcopy_check(spec: Spec, target: Target) -> Reason:
     src, dst = spec.operands
     if src.level is not Level.L1 or dst.level is not Level.L1:
         return "both operands must be in L1"
-    if not (src.contiguous and dst.contiguous):
-        return "operands must be contiguous"
-    if src.layout != dst.layout:
-        return "layouts differ"
-    if src.dtype is not Dtype.F32 or dst.dtype is not Dtype.F32:
-        return "only f32"
+    if reason := _same_contiguous_f32(src, dst):
+        return reason
     if spec.volume % 8:
         return "volume is not a multiple of 8"
     return None
