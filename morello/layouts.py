@@ -52,6 +52,10 @@ class Layout:
             return "rm"
         return "[" + ",".join(str(d) for d in self.dims) + "]"
 
+    @property
+    def is_packed(self) -> bool:
+        return any(d.pack is not None for d in self.dims)
+
     def pack_of(self, dim: int) -> int | None:
         for pd in self.dims:
             if pd.dim == dim and pd.pack is not None:

@@ -12,8 +12,12 @@ accounting of the lines it keeps in L1. A view of a strided tensor is offered on
 rows are no more than L1's ways: the row stride is not part of a Spec, and when it is a
 multiple of 4 KiB (any power-of-two matrix of 1024 floats) every row falls in the same
 cache sets, so a taller view would be evicted while the model counts it as resident.
-Taller strided tiles are tiled down first, or packed. Moves into new layouts (packing) are allowed only
-along a fixed order of layouts, so a chain of relayouts is finite.
+Taller strided tiles are tiled down first, or packed. Moves into new layouts (packing) are
+allowed only along a fixed order of layouts, so a chain of relayouts is finite. Inputs are
+packed into
+GL buffers (any layout: a whole transposed or panelled copy) or, for packed layouts,
+straight into L1 buffers (a B panel sized for L1, copied next to the microkernel that
+streams it, as BLAS libraries do).
 """
 from __future__ import annotations
 
@@ -158,9 +162,13 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
         else:
             if level is Level.L1 and t.level is Level.GL and _view_fits(t, target):
                 acts.append(Move(i, level, None))
-            # Packing and transposing copies: inputs only, into GL buffers.
-            if level is Level.GL and i not in WRITES[kind]:
-                acts.extend(Move(i, level, lay) for lay in cands[start:])
+            # Packing and transposing copies: inputs only, into GL buffers; packed
+            # panels also straight into L1-sized buffers, from main memory.
+            if i not in WRITES[kind]:
+                if level is Level.GL:
+                    acts.extend(Move(i, level, lay) for lay in cands[start:])
+                elif level is Level.L1 and t.level is Level.GL:
+                    acts.extend(Move(i, level, lay) for lay in cands[start:] if lay.is_packed)
     return tuple(acts)
 
 
