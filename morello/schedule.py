@@ -45,7 +45,13 @@ def schedule(spec: Spec, steps: list[Action | None], target: str | Target = "avx
     spec = spec.canonical()
     t0 = time.perf_counter()
     sess = _session(tgt, db_path)
+    if isinstance(steps, (str, bytes)) or not hasattr(steps, "__iter__"):
+        raise SpecError(f"steps must be a list of actions (or None), got {steps!r}")
     todo = list(steps)
+    bad = [x for x in todo if x is not None and not isinstance(x, Action.__args__)]
+    if bad:
+        raise SpecError(f"steps must be actions (TileOut, Split, Move, ToAccum, Select) or "
+                        f"None, got {bad[0]!r}")
     searched = SearchStats()
 
     def search(s: Spec) -> Impl:

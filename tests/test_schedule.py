@@ -54,3 +54,9 @@ def test_a_step_that_does_not_apply_names_the_hole_and_the_options():
 def test_leftover_steps_are_an_error():
     with pytest.raises(RewriteError, match="left over"):
         schedule(morello.matmul(1, 1, 1), [ToAccum(), None, None, TileOut(1, 1)])
+
+
+@pytest.mark.parametrize("steps", [None, "TileOut", ["TileOut(1, 2)"], [3]])
+def test_steps_that_are_not_actions_are_refused(steps):
+    with pytest.raises(morello.SpecError, match="steps must be"):
+        schedule(morello.matmul(2, 2, 2), steps)
