@@ -319,8 +319,22 @@ def fit(ns: dict) -> CostConstants:
     )
 
 
-def run(target: Target, progress=None, quick: bool = False) -> Calibration:
-    ns = measure(target, progress, quick)
+def run(target: Target, progress=None, quick: bool = False, runs: int = 1) -> Calibration:
+    """Measure ``runs`` times and fit the median constants (each constant's median over the
+    runs: one disturbed run moves none of them). ``measured_ns`` is the median run's."""
+    import statistics
+
+    if runs < 1:
+        raise ValueError("runs must be >= 1")
+    all_ns = []
+    for r in range(runs):
+        if runs > 1 and progress:
+            progress(f"calibrate: run {r + 1} of {runs}")
+        all_ns.append(measure(target, progress, quick))
+    fits = [fit(ns).to_json() for ns in all_ns]
+    constants = CostConstants.from_json(
+        {k: int(statistics.median_low([f[k] for f in fits])) for k in fits[0]})
+    ns = sorted(all_ns, key=lambda d: d["fma"])[len(all_ns) // 2]
     host = f"{platform.node()} {platform.machine()} {platform.processor() or ''}".strip()
     try:
         with open("/proc/cpuinfo") as f:
@@ -330,4 +344,4 @@ def run(target: Target, progress=None, quick: bool = False) -> Calibration:
                     break
     except OSError:
         pass
-    return Calibration(fit(ns), {k: round(v, 4) for k, v in ns.items()}, host)
+    return Calibration(constants, {k: round(v, 4) for k, v in ns.items()}, host)

@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "calibrate", help="measure the cost model's constants on this machine",
         description="Time microbenchmarks of the kernels and memory levels on this host "
-                    "(about 15 s), print them, and write the cost constants (in units of a "
+                    "(about 15 s a run, 3 runs by default), print them, and write the cost constants (in units of a "
                     "quarter of a vector FMA at peak) to a calibration file that later searches use. "
                     "Results of searches under other constants go to another database.")
     p.add_argument("--target", default="avx2", help="target ISA (default avx2)")
@@ -89,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="measure and print; write nothing")
     p.add_argument("--quick", action="store_true",
                    help="a twentieth of the measuring time (rougher constants; for tests)")
+    p.add_argument("--runs", type=int, default=3, metavar="R",
+                   help="measure R times and keep each constant's median (default 3)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
@@ -240,12 +242,14 @@ def cmd_calibrate(args) -> int:
 
     if args.target not in TARGETS:
         raise MorelloError(f"unknown target {args.target!r}; known: {', '.join(TARGETS)}")
+    if args.runs < 1:
+        raise MorelloError(f"--runs must be >= 1, got {args.runs}")
     path = Path(args.out) if args.out else costs.default_path(args.target)
     if not args.dry_run:
         _check_writable_file(path)
     result = calibrate.run(TARGETS[args.target],
                            progress=None if args.json else lambda m: print(m, file=sys.stderr),
-                           quick=args.quick)
+                           quick=args.quick, runs=args.runs)
     if not args.dry_run:
         costs.save(path, args.target, result.constants, result.measured_ns, result.host)
     if args.json:

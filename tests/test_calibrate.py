@@ -62,7 +62,7 @@ def test_negative_constant_is_refused(tmp_path):
 @pytest.mark.isa("avx2")
 def test_calibrate_command_writes_constants_that_synth_uses(tmp_path):
     cal = tmp_path / "cal.json"
-    p = morello("calibrate", "--quick", "--json", "--out", str(cal))
+    p = morello("calibrate", "--quick", "--runs", "1", "--json", "--out", str(cal))
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["path"] == str(cal)
@@ -78,3 +78,16 @@ def test_calibrate_command_writes_constants_that_synth_uses(tmp_path):
 def test_missing_calibration_file_is_one_line_error(tmp_path):
     p = morello("synth", "matmul", "2", "2", "2", "--calibration", str(tmp_path / "no.json"))
     assert_one_line_error(p, "cannot read calibration")
+
+
+def test_calibrate_keeps_each_constants_median_over_runs(monkeypatch):
+    from morello import calibrate
+
+    slow = dict(NS, gl_line=12.0)  # one disturbed run: main memory twice as slow
+    runs = iter([NS, slow, NS])
+    monkeypatch.setattr(calibrate, "measure", lambda *a, **k: next(runs))
+    assert calibrate.run(AVX2, runs=3).constants == fit(NS)
+
+
+def test_calibrate_runs_below_one_is_one_line_error():
+    assert_one_line_error(morello("calibrate", "--runs", "0", "--dry-run"), "--runs")
