@@ -101,7 +101,7 @@ def main() -> None:
             ref = lhs @ rhs
             np.testing.assert_allclose(fn(lhs, rhs), ref, rtol=1e-4, atol=1e-3)
 
-            def blas(iters: int) -> float:
+            def blas(iters: int, b=b, m=m, k=k, n=n, lhs=lhs, rhs=rhs, out=out) -> float:
                 return shim.time_sgemm(sgemm, b, m, k, n, lhs.ctypes.data, rhs.ctypes.data,
                                        out.ctypes.data, iters)
 

@@ -29,14 +29,14 @@ class Affine:
     terms: tuple[tuple[Var, int], ...] = ()  # (variable, coefficient), coefficients != 0
 
     @staticmethod
-    def of(x: "int | Affine") -> "Affine":
+    def of(x: int | Affine) -> Affine:
         return x if isinstance(x, Affine) else Affine(x)
 
     @staticmethod
-    def var(v: Var, coef: int = 1) -> "Affine":
+    def var(v: Var, coef: int = 1) -> Affine:
         return Affine(0, ((v, coef),))
 
-    def __add__(self, other: "int | Affine") -> "Affine":
+    def __add__(self, other: int | Affine) -> Affine:
         o = Affine.of(other)
         coefs: dict[Var, int] = dict(self.terms)
         for v, c in o.terms:
@@ -45,7 +45,7 @@ class Affine:
 
     __radd__ = __add__
 
-    def scaled(self, k: int) -> "Affine":
+    def scaled(self, k: int) -> Affine:
         return Affine(self.const * k, tuple((v, c * k) for v, c in self.terms if c * k))
 
     @property
@@ -58,7 +58,7 @@ class Affine:
     def min(self) -> int:
         return self.const + sum(c * (v.extent - 1) for v, c in self.terms if c < 0)
 
-    def divmod(self, p: int) -> "tuple[Affine, Affine] | None":
+    def divmod(self, p: int) -> tuple[Affine, Affine] | None:
         """``(self // p, self % p)`` as affine expressions, if the bounds allow it."""
         if self.min() < 0:
             return None

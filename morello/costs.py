@@ -53,7 +53,7 @@ class CostConstants:
         return asdict(self)
 
     @staticmethod
-    def from_json(d: dict) -> "CostConstants":
+    def from_json(d: dict) -> CostConstants:
         names = [f.name for f in fields(CostConstants)]
         missing = [n for n in names if n not in d]
         if missing:

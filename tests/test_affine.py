@@ -3,7 +3,6 @@ import itertools
 
 from hypothesis import given
 from hypothesis import strategies as st
-
 from morello.codegen.affine import Affine, Var
 
 

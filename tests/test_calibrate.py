@@ -4,14 +4,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_cli import assert_one_line_error, morello
 
 from morello import costs
 from morello.calibrate import fit
 from morello.costs import CostConstants
 from morello.errors import MorelloError
 from morello.memory import AVX2, parse_target
-
-from test_cli import assert_one_line_error, morello
 
 NS = {"fma": 0.2, "l1_line": 0.4, "gl_line": 6.0, "gl_line_strided": 24.0,
       "vector_move": 0.35, "broadcast": 0.4, "tile_4x16_step": 2.4, "tile_6x16_step": 3.0,
