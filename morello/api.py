@@ -137,7 +137,8 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
 
     ``db``: None uses the default database (``$XDG_CACHE_HOME/morello/<target>.db``), a path
     uses that file, False keeps results in memory only. ``progress(seen, solved, seconds)``
-    is called about twice a second during long searches. ``threads``: processors the cost
+    is called about twice a second during long searches, and ``progress.saving(path)``, if
+    the callback has it, before the database is written. ``threads``: processors the cost
     model assumes for parallel loops (used when ``spec`` is not serial) and OpenMP threads.
     ``calibration``: the cost constants, ``"builtin"`` or a calibration file (default: see
     ``morello.memory.parse_target``).
@@ -166,5 +167,8 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
     seconds = time.perf_counter() - t0
     sess.roots[str(spec)] = {"trace": impl.trace(), "cost": impl.cost.main}
     if db_path is not None:
+        saving = getattr(progress, "saving", None)
+        if saving is not None and stats.specs_solved:
+            saving(db_path)
         sess.save()
     return Program(spec, tgt, impl, stats, seconds)

@@ -234,3 +234,12 @@ def stderr_progress(seen: int, solved: int, elapsed: float) -> None:
     rate = solved / elapsed if elapsed else 0.0
     print(f"\rsearch: {seen:,} Specs reached, {solved:,} solved, {rate:,.0f}/s, "
           f"{elapsed:.1f} s ", end="", file=sys.stderr, flush=True)
+
+
+def _stderr_saving(path) -> None:
+    print(f"\nsaving results to {path} ...", end="", file=sys.stderr, flush=True)
+
+
+# A progress callback may also offer ``saving(path)``: synthesize calls it before writing
+# the database (a few seconds after a large search).
+stderr_progress.saving = _stderr_saving
