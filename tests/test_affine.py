@@ -37,3 +37,21 @@ def test_divmod_simplifies_a_loop_within_one_pack():
     assert q == Affine.var(i, 2) and r == Affine.var(j)
     # j runs across pack boundaries: no affine answer.
     assert (Affine.var(i, 32) + Affine.var(Var("k", 32))).divmod(16) is None
+
+
+def test_programs_over_packed_buffers_index_without_division():
+    """Every packing of lhs or rhs, with the rest searched: the emitted C indexes the packed
+    buffers with affine expressions only (no ``/`` or ``%`` by a pack size)."""
+    import re
+
+    import morello
+    from morello.memory import AVX2
+    from morello.rewrites import Move, actions
+
+    spec = morello.matmul(64, 64, 64).canonical()
+    packs = [a for a in actions(spec, AVX2)
+             if isinstance(a, Move) and a.layout is not None and a.layout.is_packed]
+    assert packs
+    for act in packs:
+        src = morello.schedule(spec, [act]).c_source
+        assert not re.search(r"\) [/%] \d", src), (act, src)
