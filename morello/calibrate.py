@@ -276,6 +276,8 @@ def measure(target: Target, progress=None, quick: bool = False) -> dict:
     ns["fma"] = _best(lib.cal_fma, 20_000_000 // q)
     say("calibrate: L1 lines")
     ns["l1_line"] = _best(lib.cal_read, 16 << 10, 64, 20_000 // q)
+    say("calibrate: L2 lines")
+    ns["l2_line"] = _best(lib.cal_read, 256 << 10, 64, 2_000 // q)
     say(f"calibrate: streaming main memory ({big >> 20} MiB)")
     ns["gl_line"] = _best(lib.cal_read, big, 64, 1, repeats=3)
     say("calibrate: strided main memory (4 KiB stride)")
@@ -306,6 +308,7 @@ def fit(ns: dict) -> CostConstants:
     vm = max(1, round(u(ns["vector_move"])))
     return CostConstants(
         l1_line=l1,
+        l2_line=max(l1, round(u(ns["l2_line"]))),
         gl_line=max(l1 + 1, round(u(ns["gl_line"]))),
         gl_run=max(0, round(u(ns["gl_line_strided"] - ns["gl_line"]))),
         strided_factor=max(1, round(ns["gl_line_strided"] / ns["gl_line"])),

@@ -20,7 +20,7 @@ Why this order and these signs. Within one table an action's sub-Specs have coor
 no larger than their parent's in the accum, shape, level, serial and limit segments:
 ``ToAccum`` turns a Matmul (accum 1) into a MatmulAccum (accum 0); ``TileOut`` and
 ``Split`` shrink shape dims; ``Move`` takes an operand to a faster level (levels count
-RF=0 up to GL=3); parallel loops run serial bodies (serial 0 < parallel 1); and every
+RF=0 up to GL=4); parallel loops run serial bodies (serial 0 < parallel 1); and every
 allocation lowers a limit (``bit_length`` keeps the order of powers of two). So a sweep
 in increasing coordinate order meets dependencies first, and neighbouring points hold
 similar answers. Layout codes, contiguity deficits and vector size indices carry no

@@ -34,6 +34,7 @@ class CostConstants:
     """Integer costs, in units of a quarter of a vector FMA at peak throughput."""
 
     l1_line: int          # touch one 64-byte line in L1 (two vector loads)
+    l2_line: int          # touch one line in L2
     gl_line: int          # touch one line of main memory, streamed
     gl_run: int           # start a new contiguous run in main memory (prefetch lost)
     strided_factor: int   # L1 lines of a non-contiguous tensor cost this many times more

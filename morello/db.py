@@ -23,7 +23,7 @@ import numpy as np
 from morello.errors import DatabaseError
 
 FORMAT = "morello-db"
-VERSION = 8
+VERSION = 9
 
 
 def default_path(target_name: str) -> Path:

@@ -1,7 +1,10 @@
 """Memory levels, targets and per-level memory limits.
 
 Levels are ordered fastest first: RF (scalar registers) and VRF (vector registers) count
-registers; L1 and GL count 64-byte cache lines. Limits of cache levels are powers of two
+registers; L1, L2 and GL count 64-byte cache lines. L1 and L2 are caches: data gets there
+by views (an accounting of the lines kept), never by addressed copies, and L2 views are
+offered only for the block of lhs that BLAS-like schedules keep there (``rewrites.move``).
+Limits of cache levels are powers of two
 (snapped down after a subtraction); peaks of cache levels snap up to powers of two, so the
 space of distinct limits stays small and results can be reused across limits.
 """
@@ -19,7 +22,8 @@ class Level(enum.IntEnum):
     RF = 0
     VRF = 1
     L1 = 2
-    GL = 3
+    L2 = 3
+    GL = 4
 
     @property
     def counts_registers(self) -> bool:
@@ -30,13 +34,14 @@ class Level(enum.IntEnum):
         return self is not Level.RF
 
     @property
-    def addressed(self) -> bool:
-        """L1 is a cache: a move into it with the same layout is a view, not a copy."""
-        return self is not Level.L1
+    def is_cache(self) -> bool:
+        """L1 and L2 are caches: a move into one with the same layout is a view (the
+        accounting of lines kept there), not a copy."""
+        return self in (Level.L1, Level.L2)
 
     @property
     def can_parallel_tile(self) -> bool:
-        return self in (Level.L1, Level.GL)
+        return self in (Level.L1, Level.L2, Level.GL)
 
     def __str__(self) -> str:
         return self.name
@@ -47,7 +52,8 @@ NLEVELS = len(LEVELS)
 
 # Where a Move may take an operand from each level.
 DESTINATIONS = {
-    Level.GL: (Level.GL, Level.L1),
+    Level.GL: (Level.GL, Level.L2, Level.L1),
+    Level.L2: (Level.L1,),
     Level.L1: (Level.L1, Level.VRF, Level.RF),
     Level.RF: (),
     Level.VRF: (),
@@ -60,7 +66,7 @@ DESTINATIONS = {
 # units) gave kernels that measured the same within noise at 64^3..1024^3; these also
 # stream the matvec in longer runs (8 KiB instead of 2 KiB: 8-9.5 -> 9.7-10.5 GB/s).
 AVX2_COSTS = CostConstants(
-    l1_line=10, gl_line=125, gl_run=404, strided_factor=4, fma=4, broadcast=5,
+    l1_line=10, l2_line=30, gl_line=125, gl_run=404, strided_factor=4, fma=4, broadcast=5,
     vector_move=9, scalar_op=1, hsum=172, parallel_setup=23_940, parallel_iter=12,
 )
 
@@ -88,7 +94,7 @@ class Target:
     @property
     def hit_cost(self) -> tuple[int, ...]:
         """Per level: the cost of touching one line (0 for registers)."""
-        return (0, 0, self.costs.l1_line, self.costs.gl_line)
+        return (0, 0, self.costs.l1_line, self.costs.l2_line, self.costs.gl_line)
 
     @property
     def parallel_setup_cost(self) -> int:
@@ -104,8 +110,11 @@ class Target:
 
 AVX2 = Target(
     name="avx2",
-    # 16 scalar and 16 vector registers; L1d is 32 KiB per core here (512 lines).
-    capacity=(16, 16, 512, 1 << 25),
+    # 16 scalar and 16 vector registers; L1d is 32 KiB per core here (512 lines). L2 is
+    # 512 KiB; the model may fill half of it (4096 lines), as BLAS libraries size the block
+    # of A they keep there, leaving room for B panels and C. (With all of it, the
+    # search picked 512 KiB A blocks and 512^3 ran slower.)
+    capacity=(16, 16, 512, 4096, 1 << 25),
     costs=AVX2_COSTS,
     vector_bytes=(16, 32),
     line_bytes=64,
@@ -182,7 +191,7 @@ class MemoryLimits:
 
         if len(self.units) != NLEVELS or any(u < 0 for u in self.units):
             raise SpecError(f"bad memory limits {self.units}")
-        for lvl in (Level.L1, Level.GL):
+        for lvl in (Level.L1, Level.L2, Level.GL):
             u = self.units[lvl]
             if u & (u - 1):
                 raise SpecError(f"{lvl} limit {u} is not a power of two")

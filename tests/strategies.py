@@ -54,7 +54,7 @@ def larger_limits_st(draw, base: MemoryLimits, top: tuple[int, ...] = AVX2.capac
 
 def small_limits_st() -> st.SearchStrategy[MemoryLimits]:
     """Reduced limits, so that exhaustive search on tiny Specs stays fast."""
-    return limits_st(top=(4, 4, 16, 64))
+    return limits_st(top=(4, 4, 16, 32, 64))
 
 
 @st.composite

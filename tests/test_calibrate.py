@@ -12,7 +12,7 @@ from morello.costs import CostConstants
 from morello.errors import MorelloError
 from morello.memory import AVX2, parse_target
 
-NS = {"fma": 0.2, "l1_line": 0.4, "gl_line": 6.0, "gl_line_strided": 24.0,
+NS = {"fma": 0.2, "l1_line": 0.4, "l2_line": 1.0, "gl_line": 6.0, "gl_line_strided": 24.0,
       "vector_move": 0.35, "broadcast": 0.4, "tile_4x16_step": 2.4, "tile_6x16_step": 3.0,
       "scalar_madd": 1.6, "hsum": 8.0, "parallel_setup": 2000.0, "parallel_iter": 0.6}
 
@@ -21,7 +21,7 @@ def test_fit_converts_nanoseconds_to_fma_units():
     c = fit(NS)
     # One unit is a quarter of the 0.2 ns FMA: 0.05 ns.
     assert c == CostConstants(
-        l1_line=8, gl_line=120, gl_run=360, strided_factor=4, fma=4,
+        l1_line=8, l2_line=20, gl_line=120, gl_run=360, strided_factor=4, fma=4,
         broadcast=8, vector_move=7,
         scalar_op=32 - 3 * 8, hsum=160, parallel_setup=40_000, parallel_iter=12)
 

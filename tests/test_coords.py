@@ -111,11 +111,11 @@ def test_point_of_a_user_matmul():
     spec = morello.matmul(7, 13, 9, batch=2)
     assert spec_key(spec) == ("Matmul", ("f32", "f32", "f32"), 4)
     # accum; b-1, m-1, k-1, n-1; per operand (GL, row-major, contiguous, no vector);
-    # serial; RF, VRF raw, L1 = 512 lines -> 10, GL = 2^25 lines -> 26.
+    # serial; RF, VRF raw, L1 = 512 lines -> 10, L2 = 4096 lines -> 13, GL = 2^25 -> 26.
     assert spec_point(spec) == (
         1, 1, 6, 12, 8,
-        3, 118, 0, 0, 3, 118, 0, 0, 3, 118, 0, 0,
-        0, 16, 16, 10, 26,
+        4, 118, 0, 0, 4, 118, 0, 0, 4, 118, 0, 0,
+        0, 16, 16, 10, 13, 26,
     )
 
 

@@ -60,3 +60,19 @@ def test_leftover_steps_are_an_error():
 def test_steps_that_are_not_actions_are_refused(steps):
     with pytest.raises(morello.SpecError, match="steps must be"):
         schedule(morello.matmul(2, 2, 2), steps)
+
+
+@pytest.mark.isa("avx2")
+def test_a_block_of_lhs_viewed_in_l2_compiles_and_matches_numpy():
+    """L2 views (only of lhs blocks L1 cannot hold) are accounting, no code: the program
+    must still compute the product."""
+    from morello import Level, Move
+
+    spec = morello.matmul(96, 128, 48)  # lhs: 768 lines, more than L1's 512
+    prog = schedule(spec, [ToAccum(), None, Move(0, Level.L2)])
+    assert "Move(op=0, L2, view)" in str(prog.impl)
+    fn = prog.compile()
+    rng = np.random.default_rng(1)
+    a = rng.uniform(-1, 1, (96, 128)).astype(np.float32)
+    b = rng.uniform(-1, 1, (128, 48)).astype(np.float32)
+    np.testing.assert_allclose(fn(a, b), a @ b, rtol=1e-4, atol=1e-3)

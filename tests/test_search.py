@@ -56,7 +56,7 @@ search_spec_st = st.one_of(
 )
 
 
-def _gl_matmul(m, k, n, limits=(4, 4, 16, 64)) -> Spec:
+def _gl_matmul(m, k, n, limits=(4, 4, 16, 32, 64)) -> Spec:
     return dataclasses.replace(morello.matmul(m, k, n), limits=MemoryLimits(limits))
 
 
@@ -67,7 +67,7 @@ def _main(sol) -> int | None:
 @given(tiny_spec_st)
 @example(_gl_matmul(1, 1, 1))
 @example(_gl_matmul(1, 2, 1))
-@example(_gl_matmul(2, 1, 1, limits=(16, 16, 512, 1 << 25)))
+@example(_gl_matmul(2, 1, 1, limits=AVX2.capacity))
 @settings(max_examples=100)
 def test_dp_cost_equals_exhaustive_search(spec):
     note(str(spec))
@@ -136,7 +136,7 @@ def _solved_impl(spec: Spec):
 _VRF_ZERO = Spec(
     PrimKind.ZERO, (1, 2, 4),
     (TensorSpec((1, 2, 4), Dtype.F32, Level.VRF, row_major(3), 1, 4).canonical(),),
-    False, MemoryLimits((0, 0, 0, 0)),
+    False, MemoryLimits((0, 0, 0, 0, 0)),
 )
 
 

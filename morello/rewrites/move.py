@@ -7,8 +7,8 @@
                              Matmul(lhs'@level, ...)      body
                              Move(lhs' -> lhs)            epilogue, if the operand is written
 
-A move GL→L1 that keeps the layout is a *cache view*: no copy and no logues, only the
-accounting of the lines it keeps in L1. A view of a strided tensor is offered only when its
+A move into a cache (GL→L1, L2→L1, and GL→L2 for blocks of lhs) that keeps the layout is a
+*cache view*: no copy and no logues, only the accounting of the lines it keeps there. A view of a strided tensor is offered only when its
 rows are no more than L1's ways: the row stride is not part of a Spec, and when it is a
 multiple of 4 KiB (any power-of-two matrix of 1024 floats) every row falls in the same
 cache sets, so a taller view would be evicted while the model counts it as resident.
@@ -72,9 +72,9 @@ class Move:
 
     def destination_of(self, t: TensorSpec) -> tuple[TensorSpec, bool] | None:
         if self.layout is None:
-            if self.level is not Level.L1 or t.level is not Level.GL:
+            if not self.level.is_cache or self.level >= t.level:
                 return None
-            return replace(t, level=Level.L1), True
+            return replace(t, level=self.level), True
         if self.level is Level.VRF:
             phys = self.layout.physical_shape(t.shape)
             if not phys or phys[-1] % self.vector_size:
@@ -136,7 +136,7 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
     if kind not in (PrimKind.MATMUL, PrimKind.MATMUL_ACCUM):
         # Moves and fills only stage operands through L1 (a cache view); anything
         # else would re-create the Move Spec itself one level down.
-        if t.level is Level.GL and _view_fits(t, target):
+        if t.level > Level.L1 and _view_fits(t, target):
             acts.append(Move(i, Level.L1, None))
         return tuple(acts)
     cands = layout_candidates(t.shape)
@@ -160,14 +160,20 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
             if t.volume == 1:
                 acts.append(Move(i, level, _row_major_for(t.shape)))
         else:
-            if level is Level.L1 and t.level is Level.GL and _view_fits(t, target):
+            if level is Level.L1 and t.level > Level.L1 and _view_fits(t, target):
+                acts.append(Move(i, level, None))
+            # An L2 view only of lhs blocks L1 cannot hold: the BLAS block of A that the
+            # microkernels of many column tiles reuse. (Views of every operand made the
+            # 256^3 search 2-5x slower without changing the programs chosen.)
+            if level is Level.L2 and i == 0 and kind is PrimKind.MATMUL_ACCUM \
+                    and t.level is Level.GL and t.units(target) > target.capacity[Level.L1]:
                 acts.append(Move(i, level, None))
             # Packing and transposing copies: inputs only, into GL buffers; packed
             # panels also straight into L1-sized buffers, from main memory.
             if i not in WRITES[kind]:
                 if level is Level.GL:
                     acts.extend(Move(i, level, lay) for lay in cands[start:])
-                elif level is Level.L1 and t.level is Level.GL:
+                elif level is Level.L1 and t.level > Level.L1:
                     acts.extend(Move(i, level, lay) for lay in cands[start:] if lay.is_packed)
     return tuple(acts)
 
