@@ -65,8 +65,9 @@ DESTINATIONS = {
 # FMA = 0.17 ns = 4 units). The earlier hand-set values (L1 line 2, GL line 20, in FMA
 # units) gave kernels that measured the same within noise at 64^3..1024^3; these also
 # stream the matvec in longer runs (8 KiB instead of 2 KiB: 8-9.5 -> 9.7-10.5 GB/s).
+# l2_line came later the same day, from one `morello calibrate` (the median of its 3 runs).
 AVX2_COSTS = CostConstants(
-    l1_line=10, l2_line=30, gl_line=125, gl_run=404, strided_factor=4, fma=4, broadcast=5,
+    l1_line=10, l2_line=17, gl_line=125, gl_run=404, strided_factor=4, fma=4, broadcast=5,
     vector_move=9, scalar_op=1, hsum=172, parallel_setup=23_940, parallel_iter=12,
 )
 
