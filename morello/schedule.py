@@ -63,7 +63,8 @@ def schedule(spec: Spec, steps: list[Action | None], target: str | Target = "avx
             searched.rows_evaluated + stats.rows_evaluated,
             searched.seconds + stats.seconds)
         if sol is None:
-            raise SpecError(f"no implementation of {s} fits the memory limits")
+            raise SpecError(f"no implementation of {s} fits the memory limits "
+                            "after the given steps")
         return reconstruct(s, tgt, eng.lookup)
 
     def build(s: Spec) -> Impl:

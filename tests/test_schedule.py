@@ -29,7 +29,13 @@ def test_hand_steps_never_beat_the_search_and_stay_in_the_trace(m, k, n, data):
         if not exp.children:
             break
         s = exp.children[0]
-    prog = schedule(spec, steps)
+    try:
+        prog = schedule(spec, steps)
+    except morello.SpecError as e:
+        # Steps may lead to a hole nothing fits (e.g. an output moved to registers that
+        # no kernel can then fill): a clear error, not a program.
+        assert "no implementation" in str(e) and "after the given steps" in str(e)
+        return
     assert [n.action for n in prog.impl.walk()][: len(steps)] == steps
     assert prog.cost >= best.cost
 
