@@ -20,24 +20,11 @@ from morello.kernels.avx2 import BY_NAME
 from morello.layouts import Layout
 from morello.memory import Level
 from morello.rewrites import Move, Select, Split, TileOut, ToAccum
-from morello.specs import PrimKind, Spec
+from morello.specs import PrimKind, Spec, operand_dim
 from morello.tensorspec import TensorSpec
 
 Coord = Affine  # a tile origin: affine in the enclosing loops' variables
 Offset = Affine | str  # a buffer offset; C text only where a pack division stays
-
-# Spec-shape dim -> operand dim, per kind and operand (None: the operand lacks that dim).
-_DIMS = {
-    PrimKind.MATMUL: ((0, 1, 2, None), (0, None, 1, 2), (0, 1, None, 2)),
-    PrimKind.MATMUL_ACCUM: ((0, 1, 2, None), (0, None, 1, 2), (0, 1, None, 2)),
-}
-
-
-def operand_dim(kind: PrimKind, operand: int, sdim: int) -> int | None:
-    if kind in _DIMS:
-        return _DIMS[kind][operand][sdim]
-    return sdim
-
 
 def partial(name: str) -> str:
     return resources.files("morello.codegen").joinpath("partials", name).read_text()

@@ -259,8 +259,8 @@ def cmd_calibrate(args) -> int:
     else:
         print(result.table())
         if not args.dry_run:
-            print(f"wrote {path}; later searches use these constants "
-                  f"(target {args.target}-c{result.constants.fingerprint()})")
+            print(f"wrote {path}; later searches use these constants (their results go "
+                  f"to databases keyed {args.target}@{result.constants.fingerprint()})")
     return 0
 
 

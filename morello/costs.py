@@ -11,9 +11,9 @@ A calibration file is JSON::
     {"format": "morello-calibration", "version": 1, "target": "avx2",
      "constants": {...CostConstants fields...}, "measured_ns": {...}, "host": "..."}
 
-Which constants a search uses is part of its target's identity (``Target.name`` gets a
-``-c<fingerprint>`` suffix for non-built-in constants), so results computed under other
-constants never mix in one database.
+Which constants a search uses is part of the identity of its results
+(``Target.db_key`` is the target's name and the constants' fingerprint), so results
+computed under other constants never mix in one database.
 """
 from __future__ import annotations
 

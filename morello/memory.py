@@ -4,9 +4,9 @@ Levels are ordered fastest first: RF (scalar registers) and VRF (vector register
 registers; L1, L2 and GL count 64-byte cache lines. L1 and L2 are caches: data gets there
 by views (an accounting of the lines kept), never by addressed copies, and L2 views are
 offered only for the block of lhs that BLAS-like schedules keep there (``rewrites.move``).
-Limits of cache levels are powers of two
-(snapped down after a subtraction); peaks of cache levels snap up to powers of two, so the
-space of distinct limits stays small and results can be reused across limits.
+Limits of cache levels are powers of two (snapped down after a subtraction); peaks of cache
+levels snap up to powers of two, so the space of distinct limits stays small and results
+can be reused across limits.
 """
 from __future__ import annotations
 
@@ -137,8 +137,8 @@ def parse_target(name: str, threads: int = 1, calibration: "str | None" = None) 
     (``morello.costs.default_path``) if it exists, else the built-in constants.
 
     A multi-threaded variant is a different target (named e.g. ``avx2-2t``): parallel loop
-    costs depend on the processor count, so its results live in their own database; so is
-    a target with calibrated constants (``avx2-c<fingerprint>``).
+    costs depend on the processor count, so its results live in their own database. So do
+    results under other constants: ``Target.db_key`` includes their fingerprint.
     """
     import os
     from dataclasses import replace
@@ -164,7 +164,7 @@ def parse_target(name: str, threads: int = 1, calibration: "str | None" = None) 
     if calibration != "builtin":
         consts = costsmod.load(Path(calibration), base.name)
         if consts != base.costs:
-            tgt = replace(base, name=f"{base.name}-c{consts.fingerprint()}", costs=consts)
+            tgt = replace(base, costs=consts)
     if threads == 1:
         return tgt
     return replace(tgt, name=f"{tgt.name}-{threads}t", processors=threads)
