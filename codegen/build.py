@@ -54,8 +54,8 @@ def compile_c(source: str, target_flags: tuple[str, ...], openmp: bool = False) 
     return so
 
 
-class CompiledKernel:
-    """A loaded kernel: ``fn(*inputs, out=None)`` runs it on numpy arrays."""
+class CompiledProgram:
+    """A loaded program: ``fn(*inputs, out=None)`` runs it on numpy arrays."""
 
     def __init__(self, path: Path, operand_shapes, dtypes, n_inputs: int) -> None:
         self.path = path

@@ -1,4 +1,8 @@
-"""Emit C with AVX2 intrinsics for an Impl tree.
+"""Emit C with vector intrinsics for an Impl tree.
+
+The emitter speaks the Impl vocabulary of ``morello.nodes`` only (Loop, Block with its
+buffer, KernelCall): each Impl node's action says what it is through ``apply``, so actions
+add no branch here. Vector C types and kernels come from the target's kernel table.
 
 Every operand of the Spec being emitted is a *reference* into a buffer: a memory buffer
 (``MemRef``: a C array with a layout, the tile origin as C expressions) or a register buffer
@@ -15,12 +19,13 @@ from importlib import resources
 from morello.codegen.affine import Affine, Var
 from morello.codegen.writer import Namer, Writer
 
+from morello.errors import MorelloError
 from morello.impl import Impl
-from morello.kernels.avx2 import BY_NAME
+from morello.kernels import KernelTable, table_for
 from morello.layouts import Layout
-from morello.memory import Level
-from morello.rewrites import Move, Select, Split, TileOut, ToAccum
-from morello.specs import PrimKind, Spec, operand_dim
+from morello.memory import Level, Target
+from morello.nodes import NEW, Block, KernelCall, Loop
+from morello.specs import KINDS, Spec
 from morello.tensorspec import TensorSpec
 
 Coord = Affine  # a tile origin: affine in the enclosing loops' variables
@@ -119,36 +124,33 @@ class OperandView:
 
 
 class _Emitter:
-    def __init__(self, threads: int = 1) -> None:
+    def __init__(self, target: Target, threads: int = 1) -> None:
+        self.target = target
+        self.kernels: KernelTable = table_for(target)
         self.threads = threads
         self.w = Writer()
         self.names = Namer()
         self.uses_omp = False
 
     def emit(self, impl: Impl, refs: tuple[Ref, ...]) -> None:
-        act = impl.action
-        spec = impl.spec
-        if isinstance(act, (TileOut, Split)):
-            self._loop(impl, act.spec_dim(spec), act.size,
-                       isinstance(act, TileOut) and act.parallel, refs)
-        elif isinstance(act, Move):
-            self._alloc(impl, act, refs)
-        elif isinstance(act, ToAccum):
-            zero, accum = impl.children
-            self.emit(zero, (refs[2],))
-            self.emit(accum, refs)
-        elif isinstance(act, Select):
-            kernel = BY_NAME[act.kernel]
-            ops = [OperandView(r, t) for r, t in zip(refs, spec.operands)]
-            kernel.emit(self.w, spec, ops)
-        else:  # pragma: no cover - every action kind is handled above
-            raise TypeError(f"cannot emit {act}")
+        node = impl.action.apply(impl.spec, self.target)
+        if isinstance(node, Loop):
+            self._loop(impl, node, refs)
+        elif isinstance(node, Block):
+            self._block(impl, node, refs)
+        elif isinstance(node, KernelCall):
+            ops = [OperandView(r, t) for r, t in zip(refs, impl.spec.operands)]
+            self.kernels.by_name[node.kernel].emit(self.w, impl.spec, ops,
+                                                   self.kernels.vector_type)
+        else:  # pragma: no cover - every node kind is handled above
+            raise TypeError(f"cannot emit {node}")
 
-    def _loop(self, impl: Impl, sdim: int, size: int, parallel: bool, refs) -> None:
+    def _loop(self, impl: Impl, node: Loop, refs) -> None:
         spec: Spec = impl.spec
-        extent = spec.shape[sdim]
+        size = node.size
+        extent = spec.shape[node.sdim]
         full, rem = divmod(extent, size)
-        dims = [operand_dim(spec.kind, i, sdim) for i in range(len(refs))]
+        dims = [spec.operand_dim(i, node.sdim) for i in range(len(refs))]
         unroll = any(r.buffer.registers and d is not None for r, d in zip(refs, dims))
 
         def shifted(by: "int | Affine"):
@@ -158,7 +160,7 @@ class _Emitter:
         if unroll or full == 1:
             for it in range(full):
                 self.emit(body, shifted(it * size))
-        elif not parallel and (pack := _pack_split(refs, dims, size, full)):
+        elif not node.parallel and (pack := _pack_split(refs, dims, size, full)):
             # Two loops, over packs and within one, so that every index stays affine.
             outer = Var(self.names.fresh("i"), full * size // pack)
             inner = Var(self.names.fresh("i"), pack // size)
@@ -167,7 +169,7 @@ class _Emitter:
                     self.emit(body, shifted(Affine.var(outer, pack) + Affine.var(inner, size)))
         else:
             var = Var(self.names.fresh("i"), full)
-            if parallel:
+            if node.parallel:
                 self.uses_omp = True
                 self.w.line(f"#pragma omp parallel for schedule(static) "
                             f"num_threads({self.threads})")
@@ -180,45 +182,36 @@ class _Emitter:
     def _for(v: Var) -> str:
         return f"for (long {v.name} = 0; {v.name} < {v.extent}; {v.name}++) {{"
 
-    def _alloc(self, impl: Impl, act: Move, refs) -> None:
-        spec: Spec = impl.spec
-        i = act.operand
-        new, view = act.destination(spec)
-        if view:
-            (body,) = impl.children
-            self.emit(body, refs)
-            return
-        rank = len(new.shape)
+    def _block(self, impl: Impl, node: Block, refs) -> None:
+        new_ref = None
+        buf = None
+        if node.alloc is not None:
+            buf = self._declare(node.alloc)
+            new_ref = Ref(buf, (Affine(),) * len(node.alloc.shape))
+        for child, args in zip(impl.children, node.steps):
+            self.emit(child, tuple(new_ref if a == NEW else refs[a] for a in args))
+        if buf is not None and not buf.registers:
+            self.w.line(f"free({buf.name});")
+
+    def _declare(self, new: TensorSpec) -> Buffer:
+        """Declare a buffer for ``new``: vector or scalar register variables, or a
+        64-byte aligned heap array."""
+        ctype = new.dtype.c_type
         if new.level is Level.VRF:
             name = self.names.fresh("v")
             nvec = new.volume // new.vector_size
-            ctype = "__m256" if new.vector_size == 8 else "__m128"
-            self.w.line(f"{ctype} " + ", ".join(f"{name}_{j}" for j in range(nvec)) + ";")
-            buf = Buffer(name, new, True)
-        elif new.level is Level.RF:
+            vt = self.kernels.vector_type(new.dtype, new.vector_size)
+            self.w.line(f"{vt.c_type} " + ", ".join(f"{name}_{j}" for j in range(nvec)) + ";")
+            return Buffer(name, new, True)
+        if new.level is Level.RF:
             name = self.names.fresh("r")
-            self.w.line(f"{new.dtype.c_type} "
-                        + ", ".join(f"{name}_{j}" for j in range(new.volume)) + ";")
-            buf = Buffer(name, new, True)
-        else:
-            name = self.names.fresh("buf")
-            n = math.prod(new.layout.physical_shape(new.shape))
-            nbytes = -(-n * new.dtype.size // 64) * 64
-            self.w.line(f"{new.dtype.c_type} *restrict {name} = "
-                        f"({new.dtype.c_type} *)aligned_alloc(64, {nbytes});")
-            buf = Buffer(name, new, False)
-        new_ref = Ref(buf, (Affine(),) * rank)
-        children = list(impl.children)
-        body_refs = tuple(new_ref if j == i else r for j, r in enumerate(refs))
-        from morello.specs import READS, WRITES
-
-        if i in READS[spec.kind]:
-            self.emit(children.pop(0), (refs[i], new_ref))
-        self.emit(children.pop(0), body_refs)
-        if i in WRITES[spec.kind]:
-            self.emit(children.pop(0), (new_ref, refs[i]))
-        if not buf.registers:
-            self.w.line(f"free({name});")
+            self.w.line(f"{ctype} " + ", ".join(f"{name}_{j}" for j in range(new.volume)) + ";")
+            return Buffer(name, new, True)
+        name = self.names.fresh("buf")
+        n = math.prod(new.layout.physical_shape(new.shape))
+        nbytes = -(-n * new.dtype.size // 64) * 64
+        self.w.line(f"{ctype} *restrict {name} = ({ctype} *)aligned_alloc(64, {nbytes});")
+        return Buffer(name, new, False)
 
 
 def _pack_split(refs, dims, size: int, full: int) -> int | None:
@@ -238,32 +231,25 @@ def _pack_split(refs, dims, size: int, full: int) -> int | None:
     return None
 
 
-PARAM_NAMES = {
-    PrimKind.MATMUL: ("lhs", "rhs", "out"),
-    PrimKind.MATMUL_ACCUM: ("lhs", "rhs", "out"),
-    PrimKind.MOVE: ("src", "dst"),
-    PrimKind.ZERO: ("dst",),
-}
-
-
-def emit_c(impl: Impl, threads: int = 1) -> str:
+def emit_c(impl: Impl, target: Target | None = None, threads: int = 1) -> str:
     """A C translation unit with ``void kernel(...)`` and ``double bench(..., iters)``.
 
-    Parallel loops run on ``threads`` OpenMP threads."""
-    from morello.specs import WRITES
-
+    The parameters are the Spec's operands, named by the kind table (``lhs``, ``rhs``,
+    ``out``, ...); written operands are not ``const``. Parallel loops run on ``threads``
+    OpenMP threads. ``target`` defaults to AVX2."""
+    if target is None:
+        from morello.memory import AVX2 as target
     spec = impl.spec
-    e = _Emitter(threads)
-    names = PARAM_NAMES[spec.kind]
+    info = KINDS[spec.kind]
+    e = _Emitter(target, threads)
+    names = info.operands
     params = []
     refs = []
     for i, (nm, t) in enumerate(zip(names, spec.operands)):
         if t.level.counts_registers:
-            from morello.errors import MorelloError
-
             raise MorelloError(f"cannot emit a kernel whose parameter {nm} is in {t.level}: "
                                "top-level operands must be in memory (GL or L1)")
-        const = "" if i in WRITES[spec.kind] else "const "
+        const = "" if i in info.writes else "const "
         params.append(f"{const}{t.dtype.c_type} *restrict {nm}")
         refs.append(Ref(Buffer(nm, t, False), (Affine(),) * len(t.shape)))
     signature = ", ".join(params)

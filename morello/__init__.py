@@ -9,10 +9,24 @@ Embedding API::
     fn = prog.compile()
     out = fn(a, b)
 
+    # Other primitives: elementwise maps, fills, broadcasts, reductions along a dim.
+    prog = morello.synthesize(morello.reduce_max(512, 1024, dim=1))
+
     # Some actions by hand, the rest searched (see morello.schedule):
     prog = morello.schedule(spec, [morello.TileOut(dim=1, size=16)])
 """
-from morello.api import Program, matmul, synthesize  # noqa: E402
+from morello.api import (
+    Program,
+    add,
+    broadcast,
+    fill,
+    matmul,
+    mul,
+    reduce_max,
+    reduce_sum,
+    relu,
+    synthesize,
+)
 from morello.errors import BuildError, MorelloError, RewriteError, SpecError
 from morello.memory import Level
 from morello.rewrites import Move, Select, Split, TileOut, ToAccum
@@ -30,7 +44,14 @@ __all__ = [
     "Split",
     "TileOut",
     "ToAccum",
+    "add",
+    "broadcast",
+    "fill",
     "matmul",
+    "mul",
+    "reduce_max",
+    "reduce_sum",
+    "relu",
     "schedule",
     "synthesize",
 ]

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """Declarations of the compressed memo table (implementation in _memo.pyx).
 
 A MemoTable stores pairwise-disjoint inclusive boxes [lo, hi] over Z>=0^ndim,
@@ -15,6 +14,8 @@ fields below changes the object layout: rebuild both extensions afterwards.
 cimport cython
 from libc.stdint cimport int32_t, int64_t
 
+from morello._vec cimport _grow, _push, _reserve, _same_row, vec_t
+
 cdef enum:
     MAX_NDIM = 32        # largest supported number of coordinates
     MAX_NVALUES = 16     # largest supported number of values per box
@@ -23,11 +24,6 @@ cdef enum:
     SPLIT_SAMPLE = 256   # boxes sampled to rank the cuts of a larger leaf
     LEAF = -1            # node_t.dim of a leaf
     FREE = -2            # node_t.dim of a node on the free list
-
-cdef struct vec_t:       # growable array of int64
-    int64_t* data        # malloc'd storage, or NULL
-    int64_t n            # used length
-    int64_t cap          # allocated length
 
 cdef struct node_t:      # a k-d tree node, kept small for the descent
     int64_t split        # internal: x[dim] < split goes left, else right
@@ -41,11 +37,7 @@ cdef struct leaf_t:      # the payload of a leaf node
     int32_t fdims[FILTER_DIMS]  # the dimensions in which the boxes differ most
 
 
-cdef int _grow(void** p, size_t nbytes) except -1 nogil
-cdef int _reserve(vec_t* v, int64_t n) except -1 nogil
-cdef int _push(vec_t* v, int64_t x) except -1 nogil
 cdef int64_t _select(int64_t* a, int64_t n, int64_t k) noexcept nogil
-cdef bint _same_row(const int64_t* a, const int64_t* b, int n) noexcept nogil
 cdef int _read_row(object seq, int64_t* out, int n, str name) except -1
 
 
@@ -114,3 +106,14 @@ cdef class MemoTable:
     cdef int _merge_from(self, int64_t box) except -1 nogil
     cdef int _put(self, const int64_t* lo, const int64_t* hi,
                   const int64_t* val) except -1 nogil
+
+    # Accessors for other compiled modules (morello._dp): a box's value j and its
+    # bounds in coordinate d.
+    cdef inline int64_t box_value(self, int64_t box, int64_t j) noexcept nogil:
+        return self._val[box * self.nvalues + j]
+
+    cdef inline int64_t box_lo(self, int64_t box, int64_t d) noexcept nogil:
+        return self._lo[box * self.ndim + d]
+
+    cdef inline int64_t box_hi(self, int64_t box, int64_t d) noexcept nogil:
+        return self._hi[box * self.ndim + d]

@@ -1,4 +1,3 @@
-# cython: language_level=3
 """The compressed memo table: disjoint boxes of Z>=0^ndim mapped to int64 rows.
 
 The DP stores each solved Spec as a box: a single point in the Spec's own
@@ -45,39 +44,6 @@ cimport numpy as cnp
 cnp.import_array()
 
 
-# Growth helper: every allocation in this module goes through here so that a
-# failure raises MemoryError instead of crashing (sklearn's safe_realloc).
-cdef int _grow(void** p, size_t nbytes) except -1 nogil:
-    cdef void* q = realloc(p[0], nbytes if nbytes > 0 else 1)
-    if q == NULL:
-        with gil:
-            raise MemoryError(f"could not allocate {nbytes} bytes")
-    p[0] = q
-    return 0
-
-
-cdef int _reserve(vec_t* v, int64_t n) except -1 nogil:
-    """Make room for n entries in v."""
-    cdef int64_t cap = v.cap if v.cap else 8
-    while cap < n:
-        cap *= 2
-    if cap != v.cap:
-        _grow(<void**>&v.data, cap * sizeof(int64_t))
-        v.cap = cap
-    return 0
-
-
-cdef int _push(vec_t* v, int64_t x) except -1 nogil:
-    cdef int64_t cap
-    if v.n == v.cap:
-        cap = 2 * v.cap if v.cap else 8
-        _grow(<void**>&v.data, cap * sizeof(int64_t))
-        v.cap = cap
-    v.data[v.n] = x
-    v.n += 1
-    return 0
-
-
 cdef int64_t _select(int64_t* a, int64_t n, int64_t k) noexcept nogil:
     """The k-th smallest of a[0:n] (from 0), reordering a (Hoare's select)."""
     cdef int64_t lo = 0, hi = n - 1, i, j, pivot, x, y, z
@@ -102,14 +68,6 @@ cdef int64_t _select(int64_t* a, int64_t n, int64_t k) noexcept nogil:
         else:
             return a[k]
     return a[k]
-
-
-cdef bint _same_row(const int64_t* a, const int64_t* b, int n) noexcept nogil:
-    cdef int i
-    for i in range(n):
-        if a[i] != b[i]:
-            return False
-    return True
 
 
 cdef int _read_row(object seq, int64_t* out, int n, str name) except -1:

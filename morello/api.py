@@ -1,4 +1,9 @@
-"""The embedding API: build a Spec, synthesize it, get C and a callable kernel."""
+"""The embedding API: build a Spec, synthesize it, get C and a callable kernel.
+
+Spec constructors (``matmul``, ``add``, ``mul``, ``relu``, ``fill``, ``broadcast``,
+``reduce_max``, ``reduce_sum``) return canonical Specs over row-major operands in main
+memory; ``synthesize`` returns a ``Program`` that can be emitted, compiled, verified
+against the kind's numpy reference (``morello.kinds``) and timed."""
 from __future__ import annotations
 
 import time
@@ -14,7 +19,7 @@ from morello.errors import MorelloError, SpecError
 from morello.impl import Impl, reconstruct, replay
 from morello.memory import Level, Target, parse_target
 from morello.search import Engine, SearchStats
-from morello.specs import PrimKind, Spec, operand_shapes
+from morello.specs import KINDS, PrimKind, Spec, operand_shapes, reduction_dims
 from morello.tensorspec import fresh
 
 
@@ -26,6 +31,39 @@ def _size(name: str, v) -> int:
     return int(v)
 
 
+def _spec(kind: PrimKind, shape: tuple[int, ...], params: tuple, dtype, serial: bool,
+          target) -> Spec:
+    """A Spec of ``kind`` over row-major operands in main memory."""
+    dt = parse_dtype(dtype) if isinstance(dtype, str) else dtype
+    if dt not in SUPPORTED:
+        raise SpecError(f"dtype {dt} is not supported yet for {kind.title} (supported: "
+                        f"{', '.join(d.short for d in SUPPORTED)})")
+    tgt = parse_target(target) if isinstance(target, str) else target
+    reason = KINDS[kind].check_params(len(shape), params)
+    if reason:
+        raise SpecError(reason)
+    ops = tuple(fresh(s, dt, Level.GL, layouts.row_major(len(s)))
+                for s in operand_shapes(kind, shape, params))
+    return Spec(kind, shape, ops, serial, tgt.max_limits(), params)
+
+
+def _shape(sizes, names: str = "dim") -> tuple[int, ...]:
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    if not 1 <= len(sizes) <= 4:
+        raise SpecError(f"give 1 to 4 sizes, got {len(sizes)}")
+    return tuple(_size(f"{names} {i}", v) for i, v in enumerate(sizes))
+
+
+def _dim(dim, rank: int) -> int:
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+        raise SpecError(f"dim must be an integer, got {dim!r}")
+    d = int(dim) + rank if dim < 0 else int(dim)
+    if not 0 <= d < rank:
+        raise SpecError(f"dim {dim} is out of range for rank {rank}")
+    return d
+
+
 def matmul(m: int, k: int, n: int, *, batch: int = 1, dtype: str | Dtype = "f32",
            serial: bool = True, target: str | Target = "avx2") -> Spec:
     """The Spec of ``out[b] = lhs[b] @ rhs[b]`` with row-major operands in main memory.
@@ -34,16 +72,58 @@ def matmul(m: int, k: int, n: int, *, batch: int = 1, dtype: str | Dtype = "f32"
     ``serial=False`` lets the search use parallel loops.
     """
     shape = (_size("batch", batch), _size("m", m), _size("k", k), _size("n", n))
-    dt = parse_dtype(dtype) if isinstance(dtype, str) else dtype
-    if dt not in SUPPORTED:
-        raise SpecError(f"dtype {dt} is not supported yet for matmul (supported: "
-                        f"{', '.join(d.short for d in SUPPORTED)})")
-    tgt = parse_target(target) if isinstance(target, str) else target
-    ops = tuple(
-        fresh(s, dt, Level.GL, layouts.row_major(3))
-        for s in operand_shapes(PrimKind.MATMUL, shape)
-    )
-    return Spec(PrimKind.MATMUL, shape, ops, serial, tgt.max_limits())
+    return _spec(PrimKind.MATMUL, shape, (), dtype, serial, target)
+
+
+def _elementwise(kind: PrimKind):
+    title = KINDS[kind].title
+
+    def make(*shape: int, dtype: str | Dtype = "f32", serial: bool = True,
+             target: str | Target = "avx2") -> Spec:
+        return _spec(kind, _shape(shape), (), dtype, serial, target)
+
+    make.__name__ = title.lower()
+    make.__doc__ = (f"The Spec of the elementwise ``{KINDS[kind].doc}`` over tensors of "
+                    f"``shape`` (1 to 4 sizes), row-major in main memory.")
+    return make
+
+
+add = _elementwise(PrimKind.ADD)
+mul = _elementwise(PrimKind.MUL)
+relu = _elementwise(PrimKind.RELU)
+
+
+def fill(*shape: int, value: float = 0.0, dtype: str | Dtype = "f32", serial: bool = True,
+         target: str | Target = "avx2") -> Spec:
+    """The Spec of ``dst = value`` (0 or -inf) over a tensor of ``shape``."""
+    return _spec(PrimKind.FILL, _shape(shape), (float(value),), dtype, serial, target)
+
+
+def broadcast(*shape: int, dim: int, dtype: str | Dtype = "f32", serial: bool = True,
+              target: str | Target = "avx2") -> Spec:
+    """The Spec of ``dst = src`` repeated along ``dim``: ``dst`` has ``shape`` and
+    ``src`` the same shape with extent 1 at ``dim``."""
+    shp = _shape(shape)
+    return _spec(PrimKind.BROADCAST, shp, (_dim(dim, len(shp)),), dtype, serial, target)
+
+
+def _reduction(kind: PrimKind, name: str):
+    def make(*shape: int, dim: int, dtype: str | Dtype = "f32", serial: bool = True,
+             target: str | Target = "avx2") -> Spec:
+        shp = _shape(shape)
+        return _spec(kind, shp, (_dim(dim, len(shp)),), dtype, serial, target)
+
+    make.__name__ = name
+    make.__doc__ = (f"The Spec of ``{KINDS[kind].doc}``: ``src`` has ``shape``, ``dst`` "
+                    "the same shape with extent 1 at ``dim`` (numpy's keepdims).")
+    return make
+
+
+reduce_max = _reduction(PrimKind.MAX, "reduce_max")
+reduce_sum = _reduction(PrimKind.SUM, "reduce_sum")
+
+CONSTRUCTORS = {"matmul": matmul, "add": add, "mul": mul, "relu": relu, "fill": fill,
+                "broadcast": broadcast, "max": reduce_max, "sum": reduce_sum}
 
 
 class _Session:
@@ -112,23 +192,48 @@ class Program:
         if self._c is None:
             from morello.codegen import emit_c
 
-            self._c = emit_c(self.impl, threads=self.target.processors)
+            self._c = emit_c(self.impl, self.target, threads=self.target.processors)
         return self._c
 
     def compile(self):
-        """Build the C with the host compiler; return a callable ``fn(lhs, rhs, out=None)``."""
-        from morello.codegen import CompiledKernel, compile_c
+        """Build the C with the host compiler; return a callable ``fn(*inputs, out=None)``
+        (inputs in operand order, e.g. ``fn(lhs, rhs)`` for a matmul)."""
+        from morello.codegen import CompiledProgram, compile_c
 
         src = self.c_source
         path = compile_c(src, self.target.cflags, openmp="#pragma omp" in src)
         ops = self.spec.operands
-        return CompiledKernel(path, [o.shape for o in ops], [o.dtype.np for o in ops],
-                              len(ops) - 1)
+        if KINDS[self.spec.kind].output != len(ops) - 1:
+            raise MorelloError(f"{self.spec.kind.title}: only programs whose output is "
+                               "the last operand can be called")
+        return CompiledProgram(path, [o.shape for o in ops], [o.dtype.np for o in ops],
+                               len(ops) - 1)
+
+    def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
+        """Inputs in [-1, 1), one per operand before the output."""
+        rng = np.random.default_rng(seed)
+        return [rng.uniform(-1, 1, size=o.shape).astype(o.dtype.np)
+                for o in self.spec.operands[:-1]]
 
     def reference(self, *inputs) -> np.ndarray:
-        """What the program computes, by numpy."""
-        lhs, rhs = inputs
-        return np.matmul(lhs, rhs)
+        """What the program computes, by numpy (the kind's reference)."""
+        out = self.spec.output
+        return KINDS[self.spec.kind].reference(self.spec.params, list(inputs),
+                                               np.zeros(out.shape, out.dtype.np))
+
+    def verify(self, fn=None, seed: int = 0) -> tuple[bool, float]:
+        """Run the compiled program (``fn``, or a fresh ``compile()``) on random inputs
+        and compare with ``reference``. Returns (matches, max abs error)."""
+        fn = self.compile() if fn is None else fn
+        ins = self.random_inputs(seed)
+        out = fn(*ins)
+        ref = self.reference(*ins).reshape(out.shape)
+        terms = 1
+        for d in reduction_dims(self.spec.kind, len(self.spec.shape), self.spec.params):
+            terms *= self.spec.shape[d]
+        err = float(np.max(np.abs(out - ref))) if out.size else 0.0
+        ok = bool(np.allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1, terms)))
+        return ok, err
 
 
 def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,

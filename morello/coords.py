@@ -1,31 +1,35 @@
 """Spec <-> integer coordinates: the encoders the memo table and the Cython core see.
 
 A Spec maps to a *table key* and a *point*. The key names the table and holds only what
-never changes between a Spec and the sub-Specs in the same table: the kind family, the
-dtypes and the rank. The point is a tuple of non-negative integers, in this order:
+never changes between a Spec and the sub-Specs in the same table: the kind family
+(``KindInfo.family``), the kind's parameters, the dtypes and the rank. The point is a
+tuple of non-negative integers, in this order:
 
-====================  ==========  ===================================================
-segment               length      value
-====================  ==========  ===================================================
-accum                 1 (Matmul)  ``0`` for MatmulAccum, ``1`` for Matmul
-shape                 rank        ``size - 1`` per Spec-shape dim (any size >= 1)
-per operand           4 each      ``level``, ``layout_code``, contig deficit
-                                  (``len(layout.dims) - contig``), vector size index
-serial                1           ``0`` if ``serial_only`` else ``1``
-memory limits         4           RF and VRF raw register counts; L1 and GL as
-                                  ``bit_length`` of their power-of-two line counts
-====================  ==========  ===================================================
+====================  ===========  ==================================================
+segment               length       value
+====================  ===========  ==================================================
+member                1 or 0       ``KindInfo.member`` in families with several kinds
+                                   (MatmulAccum 0, Matmul 1; MaxAccum 0, Max 1; ...)
+shape                 rank         ``size - 1`` per Spec-shape dim (any size >= 1)
+per operand           4 each       ``level``, ``layout_code``, contig deficit
+                                   (``len(layout.dims) - contig``), vector size index
+serial                1            ``0`` if ``serial_only`` else ``1``
+memory limits         one a level  RF and VRF raw register counts; L1, L2 and GL as
+                                   ``bit_length`` of their power-of-two line counts
+====================  ===========  ==================================================
+
+``point_len`` computes these lengths; a test checks this table against it.
 
 Why this order and these signs. Within one table an action's sub-Specs have coordinates
-no larger than their parent's in the accum, shape, level, serial and limit segments:
-``ToAccum`` turns a Matmul (accum 1) into a MatmulAccum (accum 0); ``TileOut`` and
+no larger than their parent's in the member, shape, level, serial and limit segments:
+``ToAccum`` turns a Matmul (member 1) into a MatmulAccum (member 0); ``TileOut`` and
 ``Split`` shrink shape dims; ``Move`` takes an operand to a faster level (levels count
 RF=0 up to GL=4); parallel loops run serial bodies (serial 0 < parallel 1); and every
 allocation lowers a limit (``bit_length`` keeps the order of powers of two). So a sweep
 in increasing coordinate order meets dependencies first, and neighbouring points hold
 similar answers. Layout codes, contiguity deficits and vector size indices carry no
 such order; they are exact but not monotone, and a sweep keeps them out of its grid.
-Sub-Specs of other kinds (Zero and Move logues of a Matmul) live in other tables.
+Sub-Specs of other families (Fill and Move logues of a Matmul) live in other tables.
 
 Every encoder has an exact inverse on the Specs it is ``defined_for`` (all canonical
 Specs of the target): ``spec_from_coords(spec_key(s), spec_point(s)) == s``.
@@ -37,7 +41,7 @@ import math
 from morello.dtypes import BY_NAME as DTYPES_BY_NAME
 from morello.layouts import Layout, PhysDim
 from morello.memory import AVX2, LEVELS, NLEVELS, Level, MemoryLimits, Target
-from morello.specs import PrimKind, Spec, operand_shapes
+from morello.specs import KINDS, PrimKind, Spec, operand_shapes
 from morello.tensorspec import TensorSpec
 
 __all__ = [
@@ -51,15 +55,12 @@ __all__ = [
     "spec_point",
 ]
 
-# Families of kinds sharing one table; the accum coordinate tells the members apart.
-_FAMILY = {
-    PrimKind.MATMUL: "Matmul",
-    PrimKind.MATMUL_ACCUM: "Matmul",
-    PrimKind.MOVE: "Move",
-    PrimKind.ZERO: "Zero",
-}
-_N_OPERANDS = {"Matmul": 3, "Move": 2, "Zero": 1}
-_HAS_ACCUM = {"Matmul"}
+# Families of kinds sharing one table, and each family's kinds by member coordinate.
+FAMILIES: dict[str, dict[int | None, PrimKind]] = {}
+for _kind, _info in KINDS.items():
+    FAMILIES.setdefault(_info.family, {})[_info.member] = _kind
+_N_OPERANDS = {f: KINDS[next(iter(m.values()))].n_operands for f, m in FAMILIES.items()}
+_HAS_MEMBER = {f for f, m in FAMILIES.items() if None not in m}
 _OPERAND_COORDS = 4
 
 
@@ -102,13 +103,18 @@ def _decode_seq(code: int, n: int) -> list[int]:
 
 # --- Layouts -------------------------------------------------------------------------
 
+# Digits per logical dim in a layout code: plain, packed, and two reserved kinds.
+_KINDS_PER_DIM = 4
+
 def layout_code(layout: Layout, rank: int) -> int:
     """An integer naming ``layout`` among the layouts of tensors of ``rank`` dims.
 
     Built from two naturals:
 
-    - ``structure``: each physical dim is a digit ``2 * dim + packed`` in radix
-      ``R = 2 * rank``; the digits of a layout of ``n`` physical dims, read outer to
+    - ``structure``: each physical dim is a digit ``4 * dim + kind`` in radix
+      ``R = 4 * rank``, where ``kind`` is 0 for a plain dim and 1 for a packed one (2 and
+      3 are reserved for per-dim kinds to come, such as bf16's odd/even interleave, so
+      adding them changes no existing code); the digits of a layout of ``n`` physical dims, read outer to
       inner, form a radix-R number offset by ``R^0 + ... + R^(n-1)`` (the count of all
       shorter digit strings), so the offset is the length prefix and distinct layouts
       never share a structure up to their pack sizes;
@@ -119,10 +125,10 @@ def layout_code(layout: Layout, rank: int) -> int:
     code ``2 * pair(structure, packs) + 1``, so the common unpacked layouts keep small
     codes. The map is injective on tuples of ``PhysDim(dim < rank, pack >= 1 or None)``
     and ``layout_from_code`` is its exact inverse (it refuses codes outside the image).
-    Example, rank 3: row-major ``[0, 1, 2]`` has structure ``(1 + 6 + 36) + 0*36 + 2*6
-    + 4 = 59`` and code 118.
+    Example, rank 3: row-major ``[0, 1, 2]`` has structure ``(1 + 12 + 144) + 0*144 +
+    4*12 + 8 = 213`` and code 426.
     """
-    radix = 2 * rank
+    radix = _KINDS_PER_DIM * rank
     structure = sum(radix**k for k in range(len(layout.dims)))
     digits = 0
     packs: list[int] = []
@@ -134,7 +140,7 @@ def layout_code(layout: Layout, rank: int) -> int:
             if isinstance(pd.pack, bool) or not isinstance(pd.pack, int) or pd.pack < 1:
                 raise ValueError(f"layout {layout} has pack size {pd.pack!r} < 1")
             packs.append(pd.pack - 1)
-        digits = digits * radix + 2 * pd.dim + packed
+        digits = digits * radix + _KINDS_PER_DIM * pd.dim + packed
     structure += digits
     if not packs:
         return 2 * structure
@@ -147,7 +153,7 @@ def layout_from_code(code: int, rank: int) -> Layout:
         raise ValueError(f"layout code {code} is negative")
     half, packed = divmod(code, 2)
     structure, packs_code = _unpair(half) if packed else (half, 0)
-    radix = 2 * rank
+    radix = _KINDS_PER_DIM * rank
     # The length n: digit strings of length n own [sum_{k<n} R^k, sum_{k<=n} R^k).
     n, start, block = 0, 0, 1
     while structure >= start + block:
@@ -162,11 +168,14 @@ def layout_from_code(code: int, rank: int) -> Layout:
         rest, d = divmod(rest, radix)
         digits.append(d)
     digits.reverse()
-    n_packs = sum(d % 2 for d in digits)
+    if any(d % _KINDS_PER_DIM > 1 for d in digits):
+        raise ValueError(f"layout code {code} uses a reserved kind of physical dim")
+    n_packs = sum(d % _KINDS_PER_DIM for d in digits)
     if (n_packs > 0) != bool(packed):
         raise ValueError(f"layout code {code} is not a layout of rank {rank}")
     packs = iter(_decode_seq(packs_code, n_packs))
-    dims = tuple(PhysDim(d // 2, next(packs) + 1 if d % 2 else None) for d in digits)
+    dims = tuple(PhysDim(d // _KINDS_PER_DIM, next(packs) + 1 if d % _KINDS_PER_DIM else None)
+                 for d in digits)
     return Layout(dims)
 
 
@@ -186,9 +195,11 @@ def _limit_from_coord(level: Level, c: int) -> int:
 # --- Specs ---------------------------------------------------------------------------
 
 def spec_key(spec: Spec) -> tuple:
-    """The table key ``(family, dtype names, rank)`` (accum is a coordinate)."""
+    """The table key ``(family, params, dtype names, rank)`` (the member is a
+    coordinate)."""
     return (
-        _FAMILY[spec.kind],
+        KINDS[spec.kind].family,
+        spec.params,
         tuple(o.dtype.short for o in spec.operands),
         len(spec.shape),
     )
@@ -196,9 +207,9 @@ def spec_key(spec: Spec) -> tuple:
 
 def point_len(key: tuple) -> int:
     """How many coordinates a point of table ``key`` has."""
-    family, _, rank = key
+    family, _, _, rank = key
     return (
-        (1 if family in _HAS_ACCUM else 0)
+        (1 if family in _HAS_MEMBER else 0)
         + rank
         + _OPERAND_COORDS * _N_OPERANDS[family]
         + 1
@@ -231,8 +242,9 @@ def spec_point(spec: Spec, target: Target = AVX2) -> tuple[int, ...]:
     into ``target.vector_bytes``. Raises ValueError when not ``defined_for(spec)``.
     """
     pt: list[int] = []
-    if _FAMILY[spec.kind] in _HAS_ACCUM:
-        pt.append(0 if spec.kind is PrimKind.MATMUL_ACCUM else 1)
+    member = KINDS[spec.kind].member
+    if member is not None:
+        pt.append(member)
     pt.extend(d - 1 for d in spec.shape)
     for t in spec.operands:
         pt.extend(operand_coords(t, target))
@@ -247,7 +259,7 @@ def spec_from_coords(key: tuple, point: tuple[int, ...], target: Target = AVX2) 
     Raises ValueError (a SpecError where the Spec itself is invalid) for a malformed key
     or point.
     """
-    family, dtype_names, rank = key
+    family, params, dtype_names, rank = key
     if family not in _N_OPERANDS:
         raise ValueError(f"unknown table family {family!r}")
     n_ops = _N_OPERANDS[family]
@@ -260,16 +272,16 @@ def spec_from_coords(key: tuple, point: tuple[int, ...], target: Target = AVX2) 
     if any(c < 0 for c in point):
         raise ValueError(f"coordinates must be >= 0, got {point}")
     it = iter(point)
-    if family in _HAS_ACCUM:
-        accum = next(it)
-        if accum > 1:
-            raise ValueError(f"accum coordinate {accum} is not 0 or 1")
-        kind = PrimKind.MATMUL if accum else PrimKind.MATMUL_ACCUM
-    else:
-        kind = PrimKind.MOVE if family == "Move" else PrimKind.ZERO
+    member = next(it) if family in _HAS_MEMBER else None
+    if member not in FAMILIES[family]:
+        raise ValueError(f"member coordinate {member} names no kind of family {family}")
+    kind = FAMILIES[family][member]
     shape = tuple(next(it) + 1 for _ in range(rank))
+    reason = KINDS[kind].check_params(rank, params)
+    if reason:
+        raise ValueError(reason)
     operands = []
-    for name, oshape in zip(dtype_names, operand_shapes(kind, shape)):
+    for name, oshape in zip(dtype_names, operand_shapes(kind, shape, params)):
         if name not in DTYPES_BY_NAME:
             raise ValueError(f"unknown dtype {name!r} in table key {key}")
         dtype = DTYPES_BY_NAME[name]
@@ -291,7 +303,7 @@ def spec_from_coords(key: tuple, point: tuple[int, ...], target: Target = AVX2) 
     if serial > 1:
         raise ValueError(f"serial coordinate {serial} is not 0 or 1")
     limits = MemoryLimits(tuple(_limit_from_coord(lvl, next(it)) for lvl in LEVELS))
-    return Spec(kind, shape, tuple(operands), not serial, limits)
+    return Spec(kind, shape, tuple(operands), not serial, limits, params)
 
 
 def defined_for(spec: Spec, target: Target = AVX2) -> bool:
@@ -300,7 +312,7 @@ def defined_for(spec: Spec, target: Target = AVX2) -> bool:
     Holds for every Spec whose layouts name only its operands' dims with pack sizes
     >= 1, and whose VRF vector sizes are vectors of ``target``.
     """
-    if spec.kind not in _FAMILY:
+    if spec.kind not in KINDS:
         return False
     for t in spec.operands:
         if t.dtype.short not in DTYPES_BY_NAME:

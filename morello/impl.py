@@ -46,13 +46,30 @@ class Impl:
         return self.pformat()
 
 
+def action_at(spec: Spec, target: Target, index: int):
+    """The action with index ``index`` of ``spec`` and its expansion; a clear error when
+    the index is stale (out of range, or an action that does not apply: a result stored
+    by a morello with another action table)."""
+    acts = actions(spec, target)
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(acts):
+        raise MorelloError(f"stale action index {index!r} for {spec.logical_str()} "
+                           f"({len(acts)} actions): the result was stored under "
+                           "another action table")
+    act = acts[index]
+    exp = act.expand(spec, target)
+    if exp is None:
+        raise MorelloError(f"stale action index {index} for {spec.logical_str()}: {act} "
+                           "does not apply (the result was stored under another action "
+                           "table)")
+    return act, exp
+
+
 def reconstruct(spec: Spec, target: Target, lookup) -> Impl:
     """Rebuild the optimal Impl of ``spec``; ``lookup(spec)`` returns its Solution."""
     sol = lookup(spec)
     if sol is None:
         raise MorelloError(f"no implementation exists for {spec}")
-    act = actions(spec, target)[sol.action]
-    exp = act.expand(spec, target)
+    act, exp = action_at(spec, target, sol.action)
     children = tuple(reconstruct(c, target, lookup) for c in exp.children)
     cost = combine(exp.const, exp.coefs, exp.own, [c.cost for c in children])
     return Impl(spec, act, sol.action, children, cost)
@@ -63,11 +80,10 @@ def replay(spec: Spec, target: Target, trace: list[int]) -> Impl:
     it = iter(trace)
 
     def build(s: Spec) -> Impl:
-        idx = next(it)
-        act = actions(s, target)[idx]
-        exp = act.expand(s, target)
-        if exp is None:
-            raise MorelloError(f"action {idx} ({act}) does not apply to {s}")
+        idx = next(it, None)
+        if idx is None:
+            raise MorelloError(f"the trace ends before {s.logical_str()}")
+        act, exp = action_at(s, target, idx)
         children = tuple(build(c) for c in exp.children)
         return Impl(s, act, idx, children,
                     combine(exp.const, exp.coefs, exp.own, [c.cost for c in children]))

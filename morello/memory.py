@@ -86,6 +86,7 @@ class Target:
     prefetch_streams: int          # concurrent memory streams the prefetchers follow
     processors: int
     cflags: tuple[str, ...]
+    isa: str = "avx2"              # the kernel table and vector types (``morello.kernels``)
 
     @property
     def db_key(self) -> str:

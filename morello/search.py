@@ -12,38 +12,40 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from morello import _dp
+from morello._dp import Solver
+from morello._expand import Expander
+from morello._graph import SpecGraph
 from morello._memo import MemoTable
 from morello.coords import operand_coords, point_len
 from morello.cost import Cost, move_cost
+from morello.dtypes import Dtype
 from morello.errors import MorelloError, SpecError
-from morello.kernels.avx2 import kernels_for
+from morello.kernels import table_for
+from morello.kinds import KINDS, MAX_RANK, PrimKind, output_dims, reduction_dims
 from morello.memory import LEVELS, Level, MemoryLimits, Target
 from morello.rewrites import actions
 from morello.rewrites.move import operand_moves
 from morello.rewrites.tile import tile_size_table
-from morello.specs import READS, WRITES, PrimKind, Spec, operand_shapes
+from morello.specs import Spec
 from morello.tensorspec import TensorSpec
 
 NL = len(LEVELS)
 # A memo value: main cost per unit volume (numerator, denominator), peaks, depth, action.
 NVALUES = 2 + NL + 2
 UNBOUNDED = MemoryLimits(tuple(1 << 40 for _ in LEVELS))
-
-
-def table_keys() -> list[tuple]:
-    """The persistent tables, in the order the core indexes them (Matmul, Move, Zero).
-
-    TODO(bf16, int paths): one table per dtype combination once other dtypes exist.
-    """
-    return [("Matmul", ("f32",) * 3, 4), ("Move", ("f32",) * 2, 3), ("Zero", ("f32",), 3)]
+_DTYPES = list(Dtype)
 
 
 def logical(spec: Spec) -> Spec:
     """The Spec with its limits erased (the key of the logical graph)."""
-    if spec.limits is UNBOUNDED:
-        return spec
-    return Spec(spec.kind, spec.shape, spec.operands, spec.serial_only, UNBOUNDED)
+    return spec.with_limits(UNBOUNDED)
+
+
+def table_key_ok(key) -> bool:
+    """Whether ``key`` has the shape of a table key (``morello.coords.spec_key``)."""
+    return (isinstance(key, tuple) and len(key) == 4 and isinstance(key[0], str)
+            and isinstance(key[1], tuple) and isinstance(key[2], tuple)
+            and isinstance(key[3], int))
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,89 +67,148 @@ class SearchStats:
 class Engine:
     """A logical graph plus its DP solver: one per target, reused across queries.
 
-    With ``native=True`` (the default) the Cython core enumerates actions itself from
-    per-operand transform tables that this class fills on demand (``tile``, ``moves``,
-    ``select``); with ``native=False`` every logical Spec is expanded here in Python (the
-    slow path, kept as a parity reference).
+    Logical Specs are interned in a ``SpecGraph`` as records of a *form* (a kind with its
+    parameters at one rank); this class packs each form's row of the kind table into the
+    graph's integer tables when the form is first met. With ``native=True`` (the default)
+    the compiled ``Expander`` enumerates actions from those tables and from per-operand
+    transform tables that this class fills on demand (``tile``, ``moves``, ``select``);
+    with ``native=False`` every logical Spec is expanded here in Python (the slow path,
+    kept as a parity reference).
     """
 
     def __init__(self, target: Target, progress: Callable | None = None,
                  native: bool = True, tables: dict | None = None) -> None:
         self.target = target
+        self.kernels = table_for(target)
         self.progress = progress
         self._t0 = time.perf_counter()
         self._last = 0.0
-        self.solver = _dp.Solver(self._compile, [l.counts_registers for l in LEVELS])
         self.native = native
+        max_kernels = max(len(self.kernels.for_kind(k)) for k in PrimKind)
+        self.graph = SpecGraph(MAX_RANK, max(i.n_operands for i in KINDS.values()),
+                               max_kernels, [lvl.counts_registers for lvl in LEVELS],
+                               self._table_of)
+        t = target
+        self.expander = Expander(self.graph, self if native else None, self._compile,
+                                 t.processors, t.parallel_setup_cost, t.parallel_iter_cost,
+                                 tile_size_table(t), t.costs.gl_run, t.prefetch_streams)
+        self.solver = Solver(self.graph, self.expander)
+        self.forms: dict[tuple, int] = {}
+        self.form_keys: list[tuple] = []
         self.tensors: list[TensorSpec] = []
         self.tids: dict[TensorSpec, int] = {}
-        self._specs: list[Spec] = []  # decoded logical Specs, by id (cache)
-        if native:
-            self._configure()
-        self.tables = {key: MemoTable(point_len(key), NVALUES) for key in table_keys()}
+        self._specs: list[Spec | None] = []  # decoded logical Specs, by id (cache)
+        self.tables: dict[tuple, MemoTable] = {}
+        self._table_list: list[MemoTable] = []
+        self._table_index: dict[tuple, int] = {}
         for key, arrays in (tables or {}).items():
-            if key not in self.tables:
-                raise MorelloError(f"unknown memo table {key}")
-            self.tables[key] = MemoTable.from_arrays(*arrays)
-        self.solver.attach_tables([self.tables[k] for k in table_keys()],
-                                  any(len(t) for t in self.tables.values()))
+            if not table_key_ok(key):
+                raise MorelloError(f"malformed memo table key {key!r}")
+            table = MemoTable.from_arrays(*arrays)
+            if table.ndim != point_len(key) or table.nvalues != NVALUES:
+                raise MorelloError(f"memo table {key} has {table.ndim} coordinates and "
+                                   f"{table.nvalues} values, expected {point_len(key)} "
+                                   f"and {NVALUES}")
+            self._add_table(key, table)
+        self.solver.attach_tables(self._table_list, bool(self._table_list))
+
+    # -- tables ---------------------------------------------------------------------
+    def _add_table(self, key: tuple, table: MemoTable) -> int:
+        self.tables[key] = table
+        self._table_index[key] = len(self._table_list)
+        self._table_list.append(table)
+        return self._table_index[key]
+
+    def _table_of(self, form: int, dtype_codes: tuple[int, ...]) -> int:
+        """The persistent table of Specs of ``form`` over operands of these dtypes."""
+        kind, params, rank = self.form_keys[form]
+        key = (KINDS[kind].family, params, tuple(_DTYPES[c].short for c in dtype_codes),
+               rank)
+        i = self._table_index.get(key)
+        if i is None:
+            i = self._add_table(key, MemoTable(point_len(key), NVALUES))
+        return i
 
     # -- identities ----------------------------------------------------------------
+    def form_of(self, kind: PrimKind, params: tuple, rank: int) -> int:
+        """The form id of ``kind`` with ``params`` at ``rank``, packing its tables (and
+        those of the forms its actions produce) into the graph on first use."""
+        key = (kind, params, rank)
+        f = self.forms.get(key)
+        if f is not None:
+            return f
+        info = KINDS[kind]
+        reason = info.check_params(rank, params)
+        if reason:
+            raise SpecError(reason)
+        f = self.forms[key] = len(self.form_keys)
+        self.form_keys.append(key)
+        omap = info.operand_map(rank, params)
+        # The native expander handles operand dims that are one Spec dim or a constant;
+        # sums of Spec dims (conv's h + fh - 1) are expanded by the Python rewrites.
+        native = all(len(sdims) == 0 or (len(sdims) == 1 and c == 0)
+                     for dims in omap for sdims, c in dims)
+        out_rank = len(omap[info.output])
+        self.graph.add_form(
+            f, rank=rank, native=native,
+            member=-1 if info.member is None else info.member,
+            reads=info.reads, writes=info.writes, out=info.output,
+            outdims=[-1 if d is None else d for d in output_dims(kind, rank, params)],
+            row_dim=-1 if info.row_dim is None else info.row_dim,
+            accum=-1 if info.accum is None else self.form_of(info.accum, params, rank),
+            fill=-1 if info.accum is None else self.form_of(PrimKind.FILL, (info.init,),
+                                                             out_rank),
+            splits=list(reduction_dims(kind, rank, params)) if info.accumulates else [],
+            moves=[f if kind is PrimKind.MOVE and len(d) == rank
+                   else self.form_of(PrimKind.MOVE, (), len(d)) for d in omap],
+            operand_dims=[[(sdims[0] if sdims else -1, c) for sdims, c in dims]
+                          for dims in omap],
+            kernels=[(k.unit_mask(rank), int(k.needs_vrf))
+                     for k in self.kernels.for_kind(kind)])
+        return f
+
     def tid_of(self, t: TensorSpec) -> int:
         i = self.tids.get(t)
         if i is None:
             i = self.tids[t] = len(self.tensors)
             self.tensors.append(t)
-            self.solver.set_tensor(i, t.level.can_parallel_tile, t.level is Level.VRF,
-                                   t.stream_dim if t.level is Level.GL else -1, t.blocks)
-            self.solver.set_tensor_coords(i, operand_coords(t, self.target))
+            self.graph.set_tensor(i, t.level.can_parallel_tile, t.level is Level.VRF,
+                                  t.stream_dim if t.level is Level.GL else -1, t.blocks,
+                                  t.dtype.code, operand_coords(t, self.target))
         return i
 
     def id_of(self, spec: Spec) -> int:
-        tids = [self.tid_of(o) for o in spec.operands] + [-1] * (3 - len(spec.operands))
-        shape = list(spec.shape) + [0] * (4 - len(spec.shape))
-        return self.solver.intern(
-            (int(spec.kind), len(spec.shape), *shape, *tids, int(spec.serial_only)))
+        form = self.form_of(spec.kind, spec.params, len(spec.shape))
+        return self.graph.intern_spec(form, spec.shape,
+                                      [self.tid_of(o) for o in spec.operands],
+                                      spec.serial_only)
 
     def spec_of(self, i: int) -> Spec:
         while len(self._specs) <= i:
             self._specs.append(None)
         spec = self._specs[i]
         if spec is None:
-            kind, rank, *rest = self.solver.record(i)
-            shape, tids, serial = rest[:rank], rest[4:7], rest[7]
-            ops = tuple(self.tensors[t] for t in tids if t >= 0)
-            spec = self._specs[i] = Spec(PrimKind(kind), tuple(shape), ops, bool(serial),
-                                         UNBOUNDED)
+            form, shape, tids, serial = self.graph.record(i)
+            kind, params, _ = self.form_keys[form]
+            ops = tuple(self.tensors[t] for t in tids)
+            spec = self._specs[i] = Spec(kind, shape, ops, serial, UNBOUNDED, params)
         return spec
 
     @property
     def specs(self) -> list[Spec]:
-        return [self.spec_of(i) for i in range(self.solver.n_specs)]
+        return [self.spec_of(i) for i in range(self.graph.n_ids)]
 
     # -- native callbacks ----------------------------------------------------------
-    def _configure(self) -> None:
-        kinds = list(PrimKind)
-        nops = [len(operand_shapes(k, (1, 1, 1, 1) if k <= 1 else (1, 1, 1))) for k in kinds]
-        reads = [sum(1 << i for i in READS[k]) for k in kinds]
-        writes = [sum(1 << i for i in WRITES[k]) for k in kinds]
-        units = [[sum(1 << d for d in kn.unit_dims) for kn in kernels_for(k)] for k in kinds]
-        vrf = [[int(kn.needs_vrf) for kn in kernels_for(k)] for k in kinds]
-        t = self.target
-        self.solver.configure(self, nops, reads, writes, units, vrf, t.processors,
-                              t.parallel_setup_cost, t.parallel_iter_cost,
-                              tile_size_table(t), t.costs.gl_run, t.prefetch_streams)
-
     def tile(self, tid: int, shape: tuple[int, ...]) -> int:
         t = self.tensors[tid]
         if not t.valid_tile_shape(shape):
             return -1
         return self.tid_of(t.tile(shape))
 
-    def moves(self, kind: int, op: int, tid: int) -> list[int]:
+    def moves(self, form: int, op: int, tid: int) -> list[int]:
         t = self.tensors[tid]
         flat = []
-        acts = operand_moves(PrimKind(kind), op, t, self.target)
+        acts = operand_moves(self.form_keys[form][0], op, t, self.target)
         for m in acts:
             dest = m.destination_of(t)
             if dest is None:
@@ -161,7 +222,7 @@ class Engine:
     def select(self, i: int) -> list[int]:
         spec = self.spec_of(i)
         flat = []
-        for pos, k in enumerate(kernels_for(spec.kind)):
+        for pos, k in enumerate(self.kernels.for_kind(spec.kind)):
             if k.applies_to(spec, self.target):
                 flat.extend((pos, k.cost(spec, self.target), k.vrf_regs))
         self._tick()
@@ -172,7 +233,7 @@ class Engine:
             now = time.perf_counter() - self._t0
             if now - self._last > 0.5:
                 self._last = now
-                self.progress(self.solver.n_specs, self.solver.specs_solved, now)
+                self.progress(self.graph.n_ids, self.solver.specs_solved, now)
 
     def _compile(self, i: int) -> list[int]:
         """Template rows of logical Spec ``i``, expanded in Python (``native=False``):
@@ -207,7 +268,7 @@ class Engine:
         before = (self.solver.specs_solved, self.solver.rows_evaluated)
         self.solver.solve(self.id_of(goal), goal.limits.units)
         stats = SearchStats(
-            self.solver.n_specs,
+            self.graph.n_ids,
             self.solver.specs_solved - before[0],
             self.solver.rows_evaluated - before[1],
             time.perf_counter() - t0,

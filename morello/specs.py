@@ -1,120 +1,89 @@
 """Specs: a primitive operation over operands, with memory limits and a serial flag.
 
-One tagged record (``Spec``) covers every primitive; per-kind behaviour lives in the
-tables below. Operand shapes derive from the Spec's ``shape``:
-
-=============  ============  ====================================  ===========
-kind           shape         operands                              output
-=============  ============  ====================================  ===========
-MATMUL         [b, m, k, n]  lhs [b,m,k], rhs [b,k,n], out [b,m,n]  out = lhs@rhs
-MATMUL_ACCUM   [b, m, k, n]  same                                  out += lhs@rhs
-MOVE           shape         src, dst                              dst = src
-ZERO           shape         dst                                   dst = 0
-=============  ============  ====================================  ===========
+One tagged record (``Spec``) covers every primitive; per-kind behaviour lives in the kind
+table (``morello.kinds``), which this module re-exports. A Spec's operand shapes derive
+from its ``shape`` and ``params`` through the kind's operand map.
 """
 from __future__ import annotations
 
-import enum
 import math
 from dataclasses import dataclass, field, replace
 
 from morello.errors import SpecError
+from morello.kinds import (
+    KINDS,
+    PrimKind,
+    operand_dim,
+    operand_shapes,
+    output_dims,
+    reduction_dims,
+)
 from morello.memory import MemoryLimits
 from morello.tensorspec import TensorSpec
 
-
-class PrimKind(enum.IntEnum):
-    MATMUL = 0
-    MATMUL_ACCUM = 1
-    MOVE = 2
-    ZERO = 3
-
-    @property
-    def title(self) -> str:
-        return _TITLES[self]
+__all__ = [
+    "KINDS", "PrimKind", "Spec", "operand_dim", "operand_shapes", "output_dims",
+    "reduction_dims",
+]
 
 
-_TITLES = {
-    PrimKind.MATMUL: "Matmul",
-    PrimKind.MATMUL_ACCUM: "MatmulAccum",
-    PrimKind.MOVE: "Move",
-    PrimKind.ZERO: "Zero",
-}
-
-# Operands that are read (In or InOut) and written (Out or InOut), per kind.
-READS = {
-    PrimKind.MATMUL: (0, 1),
-    PrimKind.MATMUL_ACCUM: (0, 1, 2),
-    PrimKind.MOVE: (0,),
-    PrimKind.ZERO: (),
-}
-WRITES = {
-    PrimKind.MATMUL: (2,),
-    PrimKind.MATMUL_ACCUM: (2,),
-    PrimKind.MOVE: (1,),
-    PrimKind.ZERO: (0,),
-}
-
-
-def operand_shapes(kind: PrimKind, shape: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
-    if kind in (PrimKind.MATMUL, PrimKind.MATMUL_ACCUM):
-        b, m, k, n = shape
-        return ((b, m, k), (b, k, n), (b, m, n))
-    if kind is PrimKind.MOVE:
-        return (shape, shape)
-    return (shape,)
-
-
-def operand_dim(kind: PrimKind, operand: int, sdim: int) -> int | None:
-    """The dim of operand ``operand`` that Spec dim ``sdim`` indexes (None: it has none)."""
-    if kind in (PrimKind.MATMUL, PrimKind.MATMUL_ACCUM):
-        return ((0, 1, 2, None), (0, None, 1, 2), (0, 1, None, 2))[operand][sdim]
-    return sdim
-
-
-def output_index(kind: PrimKind) -> int:
-    return WRITES[kind][0]
-
-
-def shape_for_output_tile(kind: PrimKind, shape: tuple[int, ...], out: tuple[int, ...]):
-    """The Spec shape whose output is ``out`` (reductions keep their full extent)."""
-    if kind in (PrimKind.MATMUL, PrimKind.MATMUL_ACCUM):
-        return (out[0], out[1], shape[2], out[2])
-    return tuple(out)
+def _param_str(kind: PrimKind, params: tuple) -> str:
+    if not params:
+        return ""
+    parts = []
+    for name, v in zip(KINDS[kind].params, params):
+        if name == "value":
+            v = "-inf" if v == -math.inf else f"{v:g}"
+        parts.append(f"{name}={v}")
+    return "{" + ", ".join(parts) + "}"
 
 
 @dataclass(frozen=True, slots=True)
 class Spec:
-    """A primitive Spec. Canonical when every operand TensorSpec is canonical."""
+    """A primitive Spec. Canonical when every operand TensorSpec is canonical.
+
+    ``params`` are the kind's parameters (``KINDS[kind].params``: a reduced or broadcast
+    dim, a fill value)."""
 
     kind: PrimKind
     shape: tuple[int, ...]
     operands: tuple[TensorSpec, ...]
     serial_only: bool
     limits: MemoryLimits
+    params: tuple = ()
     _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:
         # Specs are dict keys in the hot path of the search: hash once.
         h = self._hash
         if not h:
-            h = hash((self.kind, self.shape, self.operands, self.serial_only, self.limits))
+            h = hash((self.kind, self.shape, self.operands, self.serial_only, self.limits,
+                      self.params))
             object.__setattr__(self, "_hash", h)
         return h
 
     def __reduce__(self):
         # The cached hash is per-process (str hashing is salted): never pickle it.
-        return (type(self), (self.kind, self.shape, self.operands, self.serial_only, self.limits))
+        return (type(self), (self.kind, self.shape, self.operands, self.serial_only,
+                             self.limits, self.params))
 
     def __post_init__(self) -> None:
-        expected = operand_shapes(self.kind, self.shape)
+        info = KINDS[self.kind]
+        reason = info.check_params(len(self.shape), self.params)
+        if reason:
+            raise SpecError(reason)
+        expected = operand_shapes(self.kind, self.shape, self.params)
         if len(expected) != len(self.operands):
-            raise SpecError(f"{self.kind.title} takes {len(expected)} operands")
+            raise SpecError(f"{info.title} takes {len(expected)} operands")
         for i, (o, s) in enumerate(zip(self.operands, expected)):
             if o.shape != s:
                 raise SpecError(
-                    f"operand {i} of {self.kind.title} has shape {o.shape}, expected {s}"
+                    f"operand {i} of {info.title} has shape {o.shape}, expected {s}"
                 )
+
+    @property
+    def info(self):
+        return KINDS[self.kind]
 
     @property
     def volume(self) -> int:
@@ -122,7 +91,7 @@ class Spec:
 
     @property
     def output(self) -> TensorSpec:
-        return self.operands[output_index(self.kind)]
+        return self.operands[KINDS[self.kind].output]
 
     @property
     def is_canonical(self) -> bool:
@@ -136,16 +105,24 @@ class Spec:
         ops = list(self.operands)
         ops[i] = t
         return Spec(self.kind, self.shape, tuple(ops), self.serial_only,
-                    self.limits if limits is None else limits)
+                    self.limits if limits is None else limits, self.params)
+
+    def with_limits(self, limits: MemoryLimits) -> "Spec":
+        if limits is self.limits:
+            return self
+        return Spec(self.kind, self.shape, self.operands, self.serial_only, limits,
+                    self.params)
+
+    def operand_dim(self, operand: int, sdim: int) -> int | None:
+        return operand_dim(self.kind, operand, sdim, len(self.shape), self.params)
 
     def flops(self) -> int:
-        if self.kind in (PrimKind.MATMUL, PrimKind.MATMUL_ACCUM):
-            return 2 * self.volume
-        return 0
+        return KINDS[self.kind].flops_per_point * self.volume
 
     def logical_str(self) -> str:
         ops = ", ".join(str(o) for o in self.operands)
-        return f"{self.kind.title}({ops}{', serial' if self.serial_only else ''})"
+        return (f"{self.kind.title}{_param_str(self.kind, self.params)}"
+                f"({ops}{', serial' if self.serial_only else ''})")
 
     def __str__(self) -> str:
         return f"{self.logical_str()} {self.limits}"

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from morello.codegen import compile_c, emit_c
-from morello.codegen.build import CompiledKernel
+from morello.codegen.build import CompiledProgram
 
 import morello
 from morello.cost import combine
@@ -53,7 +53,7 @@ def test_random_impls_match_numpy(b, m, k, n, seed):
     note(impl.pformat())
     src = emit_c(impl)
     note(src)
-    fn = CompiledKernel(compile_c(src, AVX2.cflags), [o.shape for o in spec.operands],
+    fn = CompiledProgram(compile_c(src, AVX2.cflags), [o.shape for o in spec.operands],
                         [np.float32] * 3, 2)
     rng = np.random.default_rng(seed)
     lhs = rng.uniform(-1, 1, (b, m, k)).astype(np.float32)

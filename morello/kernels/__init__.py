@@ -1,4 +1,15 @@
-"""Kernel tables, one per target ISA."""
-from morello.kernels.avx2 import KERNELS, Kernel, kernels_for
+"""Kernel tables, one per target ISA (``Target.isa``)."""
+from __future__ import annotations
 
-__all__ = ["KERNELS", "Kernel", "kernels_for"]
+from morello.kernels.base import Kernel, KernelTable, VecType
+
+__all__ = ["Kernel", "KernelTable", "VecType", "table_for"]
+
+
+def table_for(target) -> KernelTable:
+    """The kernel table of ``target`` (by its ISA)."""
+    if target.isa == "avx2":
+        from morello.kernels.avx2 import TABLE
+
+        return TABLE
+    raise KeyError(f"no kernel table for ISA {target.isa!r}")

@@ -1,46 +1,19 @@
-"""The AVX2 kernel table: one entry per leaf microkernel.
+"""The AVX2 kernel table: one entry per leaf microkernel (see ``morello.kernels.base``).
 
-Each entry says when it applies (``check`` returns a reason or None), what it costs under
-the affine model (formulas as in the published Morello, except where marked, over the
-target's measured constants ``target.costs``, see ``morello.costs``), how many
-vector registers it needs beyond its operands, and how it is written in C. Emitters speak to
-operands through the codegen's operand protocol:
-
-- ``o.lval()``    C lvalue of a one-element tensor;
-- ``o.ptr(off)``  C pointer to the element ``off`` positions after the tile origin, for a
-  contiguous tensor in memory;
-- ``o.vec(j)``    name of the j-th vector register variable of a VRF tensor.
+Costs are formulas as in the published Morello, except where marked, over the target's
+measured constants ``target.costs`` (see ``morello.costs``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+import math
 
 from morello.cost import move_cost
 from morello.dtypes import Dtype
+from morello.kernels.base import Kernel, KernelTable, Reason, VecType
 from morello.memory import Level, Target
 from morello.specs import PrimKind, Spec
 from morello.tensorspec import TensorSpec
 
-Reason = str | None
-
-
-@dataclass(frozen=True)
-class Kernel:
-    name: str
-    kind: PrimKind
-    check: Callable[[Spec, Target], Reason]
-    cost: Callable[[Spec, Target], int]
-    vrf_regs: int
-    emit: Callable  # (writer, spec, operands) -> None
-    doc: str = ""
-    # Cheap necessary conditions the search core checks before asking ``check``:
-    # Spec dims that must be 1, and whether some operand must be in VRF.
-    unit_dims: tuple[int, ...] = ()
-    needs_vrf: bool = False
-
-    def applies_to(self, spec: Spec, target: Target) -> bool:
-        return spec.kind is self.kind and self.check(spec, target) is None
 
 
 def _rf_or_l1(t: TensorSpec) -> bool:
@@ -72,13 +45,22 @@ def _vecs(t: TensorSpec) -> int:
     return t.volume // t.vector_size
 
 
-# C spellings per vector width (elements of f32).
-_V = {
-    8: dict(t="__m256", load="_mm256_loadu_ps", store="_mm256_storeu_ps",
-            zero="_mm256_setzero_ps", set1="_mm256_set1_ps", fma="_mm256_fmadd_ps"),
-    4: dict(t="__m128", load="_mm_loadu_ps", store="_mm_storeu_ps",
-            zero="_mm_setzero_ps", set1="_mm_set1_ps", fma="_mm_fmadd_ps"),
-}
+VECTOR_TYPES = (
+    VecType(Dtype.F32, 8, "__m256", "_mm256_loadu_ps", "_mm256_storeu_ps",
+            "_mm256_setzero_ps", "_mm256_set1_ps", "_mm256_fmadd_ps", "_mm256_add_ps",
+            "_mm256_mul_ps", "_mm256_max_ps"),
+    VecType(Dtype.F32, 4, "__m128", "_mm_loadu_ps", "_mm_storeu_ps", "_mm_setzero_ps",
+            "_mm_set1_ps", "_mm_fmadd_ps", "_mm_add_ps", "_mm_mul_ps", "_mm_max_ps"),
+    # Integer and bf16 vectors (no kernels use them yet): one 256-bit register each.
+    VecType(Dtype.BF16, 16, "__m256i", "_mm256_loadu_si256", "_mm256_storeu_si256",
+            "_mm256_setzero_si256"),
+    VecType(Dtype.U8, 32, "__m256i", "_mm256_loadu_si256", "_mm256_storeu_si256",
+            "_mm256_setzero_si256"),
+    VecType(Dtype.I16, 16, "__m256i", "_mm256_loadu_si256", "_mm256_storeu_si256",
+            "_mm256_setzero_si256", add="_mm256_add_epi16"),
+    VecType(Dtype.I32, 8, "__m256i", "_mm256_loadu_si256", "_mm256_storeu_si256",
+            "_mm256_setzero_si256", add="_mm256_add_epi32", max="_mm256_max_epi32"),
+)
 
 
 # --- MatmulAccum ---------------------------------------------------------------------
@@ -91,7 +73,7 @@ def _mult_add_check(spec: Spec, target: Target) -> Reason:
     return _all_f32(spec)
 
 
-def _mult_add_emit(w, spec, ops) -> None:
+def _mult_add_emit(w, spec, ops, vt) -> None:
     lhs, rhs, out = ops
     w.line(f"{out.lval()} += {lhs.lval()} * {rhs.lval()};")
 
@@ -110,13 +92,13 @@ def _bvma_check(spec: Spec, target: Target) -> Reason:
     return _all_f32(spec)
 
 
-def _bvma_emit(w, spec, ops) -> None:
+def _bvma_emit(w, spec, ops, vt) -> None:
     lhs, rhs, out = ops
-    v = _V[out.spec.vector_size]
+    v = vt(out.spec.dtype, out.spec.vector_size)
     with w.block("{"):
-        w.line(f"const {v['t']} a = {v['set1']}({lhs.lval()});")
+        w.line(f"const {v.c_type} a = {v.set1}({lhs.lval()});")
         for j in range(_vecs(out.spec)):
-            w.line(f"{out.vec(j)} = {v['fma']}(a, {rhs.vec(j)}, {out.vec(j)});")
+            w.line(f"{out.vec(j)} = {v.fma}(a, {rhs.vec(j)}, {out.vec(j)});")
 
 
 def _dot_check(spec: Spec, target: Target) -> Reason:
@@ -133,7 +115,7 @@ def _dot_check(spec: Spec, target: Target) -> Reason:
     return _all_f32(spec)
 
 
-def _dot_emit(w, spec, ops) -> None:
+def _dot_emit(w, spec, ops, vt) -> None:
     lhs, rhs, out = ops
     k = spec.shape[2]
     accs = max(c for c in (1, 2, 4) if (k // 8) % c == 0)
@@ -165,7 +147,7 @@ def _assign_check(spec: Spec, target: Target) -> Reason:
     return None
 
 
-def _assign_emit(w, spec, ops) -> None:
+def _assign_emit(w, spec, ops, vt) -> None:
     src, dst = ops
     w.line(f"{dst.lval()} = {src.lval()};")
 
@@ -187,17 +169,17 @@ def _vassign_check(spec: Spec, target: Target) -> Reason:
     return None
 
 
-def _vassign_emit(w, spec, ops) -> None:
+def _vassign_emit(w, spec, ops, vt) -> None:
     src, dst = ops
     vs = (src.spec.vector_size or dst.spec.vector_size)
-    v = _V[vs]
+    v = vt(src.spec.dtype, vs)
     for j in range(spec.volume // vs):
         if src.spec.level is Level.VRF and dst.spec.level is Level.VRF:
             w.line(f"{dst.vec(j)} = {src.vec(j)};")
         elif dst.spec.level is Level.VRF:
-            w.line(f"{dst.vec(j)} = {v['load']}({src.ptr(j * vs)});")
+            w.line(f"{dst.vec(j)} = {v.load}({src.ptr(j * vs)});")
         else:
-            w.line(f"{v['store']}({dst.ptr(j * vs)}, {src.vec(j)});")
+            w.line(f"{v.store}({dst.ptr(j * vs)}, {src.vec(j)});")
 
 
 def _vcopy_check(spec: Spec, target: Target) -> Reason:
@@ -211,17 +193,23 @@ def _vcopy_check(spec: Spec, target: Target) -> Reason:
     return None
 
 
-def _vcopy_emit(w, spec, ops) -> None:
+def _vcopy_emit(w, spec, ops, vt) -> None:
     src, dst = ops
-    v = _V[8]
+    v = vt(Dtype.F32, 8)
     for j in range(0, spec.volume, 8):
-        w.line(f"{v['store']}({dst.ptr(j)}, {v['load']}({src.ptr(j)}));")
+        w.line(f"{v.store}({dst.ptr(j)}, {v.load}({src.ptr(j)}));")
 
 
-# --- Zero ----------------------------------------------------------------------------
+# --- Fill ----------------------------------------------------------------------------
+
+def _c_value(v: float) -> str:
+    return "-INFINITY" if v == -math.inf else f"{v!r}f"
+
 
 def _memset_check(spec: Spec, target: Target) -> Reason:
     (dst,) = spec.operands
+    if spec.params[0] != 0.0:
+        return "memset fills with zero only"
     if dst.level.counts_registers:
         return "destination is in registers"
     if not dst.contiguous:
@@ -229,23 +217,23 @@ def _memset_check(spec: Spec, target: Target) -> Reason:
     return None
 
 
-def _memset_emit(w, spec, ops) -> None:
+def _memset_emit(w, spec, ops, vt) -> None:
     (dst,) = ops
     w.line(f"memset({dst.ptr(0)}, 0, {spec.volume * dst.spec.dtype.size});")
 
 
-def _value_zero_check(spec: Spec, target: Target) -> Reason:
+def _value_fill_check(spec: Spec, target: Target) -> Reason:
     (dst,) = spec.operands
     if dst.volume != 1 or not _rf_or_l1(dst):
         return "not a scalar in RF or L1"
     return None
 
 
-def _value_zero_emit(w, spec, ops) -> None:
-    w.line(f"{ops[0].lval()} = 0;")
+def _value_fill_emit(w, spec, ops, vt) -> None:
+    w.line(f"{ops[0].lval()} = {_c_value(spec.params[0])};")
 
 
-def _vector_zero_check(spec: Spec, target: Target) -> Reason:
+def _vector_fill_check(spec: Spec, target: Target) -> Reason:
     (dst,) = spec.operands
     if dst.level is not Level.VRF or not dst.contiguous:
         return "not a contiguous VRF tensor"
@@ -254,17 +242,19 @@ def _vector_zero_check(spec: Spec, target: Target) -> Reason:
     return None
 
 
-def _vector_zero_emit(w, spec, ops) -> None:
+def _vector_fill_emit(w, spec, ops, vt) -> None:
     (dst,) = ops
-    v = _V[dst.spec.vector_size]
+    v = vt(dst.spec.dtype, dst.spec.vector_size)
+    value = spec.params[0]
+    fill = f"{v.zero}()" if value == 0.0 else f"{v.set1}({_c_value(value)})"
     for j in range(_vecs(dst.spec)):
-        w.line(f"{dst.vec(j)} = {v['zero']}();")
+        w.line(f"{dst.vec(j)} = {fill};")
 
 
 KERNELS: tuple[Kernel, ...] = (
     Kernel("MultAdd", PrimKind.MATMUL_ACCUM, _mult_add_check,
            lambda s, t: t.costs.scalar_op + _io(s, t), 0, _mult_add_emit,
-           "out += lhs * rhs on scalars", unit_dims=(0, 1, 2, 3)),
+           "out += lhs * rhs on scalars", scalar=True),
     # Differs from the reference (2·vc + 1): one FMA per vector plus one broadcast.
     Kernel("BroadcastVecMultAdd", PrimKind.MATMUL_ACCUM, _bvma_check,
            lambda s, t: _vecs(s.operands[2]) * t.costs.fma + t.costs.broadcast, 1, _bvma_emit,
@@ -277,7 +267,7 @@ KERNELS: tuple[Kernel, ...] = (
            "vectorized dot product of a contiguous row and column", unit_dims=(0, 1, 3)),
     Kernel("Assign", PrimKind.MOVE, _assign_check,
            lambda s, t: t.costs.scalar_op + _io(s, t), 0, _assign_emit, "scalar copy",
-           unit_dims=(0, 1, 2)),
+           scalar=True),
     Kernel("VectorAssign", PrimKind.MOVE, _vassign_check,
            lambda s, t: t.costs.vector_move * (
                s.volume // (s.operands[0].vector_size or s.operands[1].vector_size)),
@@ -287,20 +277,16 @@ KERNELS: tuple[Kernel, ...] = (
            lambda s, t: 2 * t.costs.vector_move * (s.volume // 8) + _io(s, t), 0, _vcopy_emit,
            "contiguous copy in L1 by vector loads and stores (packing)"),
     # Differs from the reference (cost 1 whatever the size): memset touches every line.
-    Kernel("MemsetZero", PrimKind.ZERO, _memset_check,
+    Kernel("MemsetZero", PrimKind.FILL, _memset_check,
            lambda s, t: t.costs.scalar_op + move_cost(s.operands[0], t), 0, _memset_emit,
-           "memset"),
-    Kernel("ValueZero", PrimKind.ZERO, _value_zero_check,
-           lambda s, t: t.costs.scalar_op + _io(s, t), 0, _value_zero_emit, "scalar = 0",
-           unit_dims=(0, 1, 2)),
-    Kernel("VectorZero", PrimKind.ZERO, _vector_zero_check,
-           lambda s, t: _vecs(s.operands[0]) * t.costs.vector_move, 0, _vector_zero_emit,
-           "vector registers = 0",
-           needs_vrf=True),
+           "memset (fills with zero)"),
+    Kernel("ValueFill", PrimKind.FILL, _value_fill_check,
+           lambda s, t: t.costs.scalar_op + _io(s, t), 0, _value_fill_emit, "scalar = value",
+           scalar=True),
+    Kernel("VectorFill", PrimKind.FILL, _vector_fill_check,
+           lambda s, t: _vecs(s.operands[0]) * t.costs.vector_move, 0, _vector_fill_emit,
+           "vector registers = value", needs_vrf=True),
 )
 
-BY_NAME = {k.name: k for k in KERNELS}
-
-
-def kernels_for(kind: PrimKind) -> tuple[Kernel, ...]:
-    return tuple(k for k in KERNELS if k.kind is kind)
+TABLE = KernelTable("avx2", KERNELS, VECTOR_TYPES)
+BY_NAME = TABLE.by_name

@@ -1,7 +1,9 @@
 """Rewrites (actions) and their deterministic enumeration.
 
-``actions(spec, target)`` lists candidate actions in a fixed order; an action's position in
-that list is its identity in the memo table (the action index). Each action offers
+``actions(spec, target)`` lists candidate actions in a fixed order (moves, tiles, kernels,
+ToAccum, splits); an action's position in that list is its identity in the memo table (the
+action index), so ``morello.search.actions_fingerprint`` hashes everything the order
+depends on. Each action offers
 ``expand(spec, target) -> Expansion | None``: the sub-Specs it leaves as holes and the affine
 cost rule combining their costs (None when it does not apply). Impls are rebuilt by
 replaying action indices (``morello.impl``).
@@ -14,7 +16,7 @@ from morello.rewrites.base import Expansion, RewriteError
 from morello.rewrites.move import Move, move_actions
 from morello.rewrites.select import Select, select_actions
 from morello.rewrites.tile import Split, TileOut, split_actions, tile_actions
-from morello.specs import PrimKind, Spec
+from morello.specs import KINDS, Spec
 
 Action = TileOut | Split | Move | ToAccum | Select
 
@@ -30,8 +32,7 @@ def actions(spec: Spec, target: Target) -> list[Action]:
     out.extend(move_actions(spec, target))
     out.extend(tile_actions(spec, target))
     out.extend(select_actions(spec, target))
-    if spec.kind is PrimKind.MATMUL:
+    if KINDS[spec.kind].accum is not None:
         out.append(ToAccum())
-    elif spec.kind is PrimKind.MATMUL_ACCUM:
-        out.extend(split_actions(spec, target))
+    out.extend(split_actions(spec, target))
     return out

@@ -28,8 +28,9 @@ from morello import layouts
 from morello.cost import move_cost, own_units
 from morello.layouts import Layout
 from morello.memory import DESTINATIONS, Level, Target
+from morello.nodes import NEW, Block
 from morello.rewrites.base import Expansion
-from morello.specs import READS, WRITES, PrimKind, Spec
+from morello.specs import KINDS, PrimKind, Spec
 from morello.tensorspec import TensorSpec, fresh
 
 PACK_SIZES = (8, 16)
@@ -100,10 +101,11 @@ class Move:
             return None
         body = spec.with_operand(self.operand, new, limits)
         children = []
-        if not view and self.operand in READS[spec.kind]:
+        info = KINDS[spec.kind]
+        if not view and self.operand in info.reads:
             children.append(_move_spec(t, new, spec, limits))
         children.append(body)
-        if not view and self.operand in WRITES[spec.kind]:
+        if not view and self.operand in info.writes:
             children.append(_move_spec(new, t, spec, limits))
         return Expansion(
             tuple(children),
@@ -111,6 +113,22 @@ class Move:
             move_cost(t, target) + move_cost(new, target),
             own_units(self.level, units),
         )
+
+    def apply(self, spec: Spec, target: Target) -> Block:
+        """A block that allocates the destination (nothing for a view) and runs the
+        prologue copy, the body on the new operand, and the epilogue copy."""
+        new, view = self.destination(spec)
+        if view:  # the same buffer, now counted as resident in a cache
+            return Block((tuple(range(len(spec.operands))),))
+        body = tuple(NEW if j == self.operand else j for j in range(len(spec.operands)))
+        info = KINDS[spec.kind]
+        steps = []
+        if self.operand in info.reads:
+            steps.append((self.operand, NEW))
+        steps.append(body)
+        if self.operand in info.writes:
+            steps.append((NEW, self.operand))
+        return Block(tuple(steps), new)
 
     def __str__(self) -> str:
         lay = "view" if self.layout is None else str(self.layout)
@@ -133,9 +151,10 @@ def move_actions(spec: Spec, target: Target) -> list[Move]:
 def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tuple[Move, ...]:
     """The Move actions of operand ``i`` (of a Spec of ``kind``), in their fixed order."""
     acts: list[Move] = []
-    if kind not in (PrimKind.MATMUL, PrimKind.MATMUL_ACCUM):
-        # Moves and fills only stage operands through L1 (a cache view); anything
-        # else would re-create the Move Spec itself one level down.
+    info = KINDS[kind]
+    if info.staging == "views":
+        # Moves, fills and the kernels of memory-bound kinds only stage operands through
+        # L1 (a cache view); a copy would re-create a Move Spec one level down.
         if t.level > Level.L1 and _view_fits(t, target):
             acts.append(Move(i, Level.L1, None))
         return tuple(acts)
@@ -144,8 +163,8 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
     start = cands.index(t.layout) + 1 if t.layout in cands else 0
     for level in DESTINATIONS[t.level]:
         if level is Level.VRF:
-            # No matmul kernel reads lhs from vector registers: a dead end.
-            if i == 0:
+            # Only operands some kernel reads from vector registers (not Matmul's lhs).
+            if i not in info.vrf_operands:
                 continue
             rm = _row_major_for(t.shape)
             phys = rm.physical_shape(t.shape)
@@ -165,12 +184,12 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
             # An L2 view only of lhs blocks L1 cannot hold: the BLAS block of A that the
             # microkernels of many column tiles reuse. (Views of every operand made the
             # 256^3 search 2-5x slower without changing the programs chosen.)
-            if level is Level.L2 and i == 0 and kind is PrimKind.MATMUL_ACCUM \
+            if level is Level.L2 and i in info.l2_views \
                     and t.level is Level.GL and t.units(target) > target.capacity[Level.L1]:
                 acts.append(Move(i, level, None))
             # Packing and transposing copies: inputs only, into GL buffers; packed
             # panels also straight into L1-sized buffers, from main memory.
-            if i not in WRITES[kind]:
+            if i not in info.writes:
                 if level is Level.GL:
                     acts.extend(Move(i, level, lay) for lay in cands[start:])
                 elif level is Level.L1 and t.level > Level.L1:

@@ -5,7 +5,8 @@
     Matmul[1,m,k,n]  ->  for i in 0..n//size: Matmul[1,m,k,size]   (+ one boundary
                                                                     Matmul[1,m,k,n%size])
 
-``Split(size)`` does the same over the reduction dim k of a MatmulAccum::
+``Split(size)`` does the same over the reduction dim of an accumulating kind (k of a
+MatmulAccum, the reduced dim of a MaxAccum or SumAccum)::
 
     MatmulAccum[1,m,k,n]  ->  for p in 0..k//size: MatmulAccum[1,m,size,n]  (+ boundary)
 
@@ -19,18 +20,14 @@ from dataclasses import dataclass
 
 from morello.cost import loop_iterations
 from morello.memory import NLEVELS, Level, Target
+from morello.nodes import Loop
 from morello.rewrites.base import Expansion
-from morello.specs import PrimKind, Spec, operand_dim, operand_shapes
-
-# Spec-shape dim indexed by each output dim.
-_OUT_TO_SPEC = {
-    PrimKind.MATMUL: (0, 1, 3),
-    PrimKind.MATMUL_ACCUM: (0, 1, 3),
-}
+from morello.specs import KINDS, Spec, operand_shapes, output_dims, reduction_dims
 
 
-def spec_dim_of_output(kind: PrimKind, out_dim: int) -> int:
-    return _OUT_TO_SPEC.get(kind, None)[out_dim] if kind in _OUT_TO_SPEC else out_dim
+def spec_dim_of_output(spec: Spec, out_dim: int) -> int | None:
+    """The Spec dim that output dim ``out_dim`` is (None: a constant dim)."""
+    return output_dims(spec.kind, len(spec.shape), spec.params)[out_dim]
 
 
 # Tile sizes the search tries, ascending: powers of two, as in the reference, for every dim.
@@ -43,8 +40,8 @@ def tile_size_table(target: Target) -> tuple[tuple[int, bool], ...]:
     (morello._dp) enumerates this same table.
 
     Row-only sizes (``target.row_tile_sizes``, e.g. 6 for the 6×16 AVX2 register tile:
-    12 accumulators hide the FMA latency that 4×16's 8 barely cover) tile only the rows
-    (output dim 1) of Matmul and MatmulAccum. Offering 6 and 12 for every dim doubled the
+    12 accumulators hide the FMA latency that 4×16's 8 barely cover) tile only the
+    kind's ``row_dim`` (output dim 1 of Matmul and MatmulAccum). Offering 6 and 12 for every dim doubled the
     64^3 search; offering them for rows only keeps the search near the powers of two."""
     rows = set(target.row_tile_sizes) - set(TILE_SIZES)
     return tuple(sorted([(s, False) for s in TILE_SIZES] + [(s, True) for s in rows]))
@@ -64,11 +61,11 @@ def _tiled_spec(spec: Spec, sdim: int, size: int, serial: bool) -> Spec | None:
     shape[sdim] = size
     shape = tuple(shape)
     ops = []
-    for o, s in zip(spec.operands, operand_shapes(spec.kind, shape)):
+    for o, s in zip(spec.operands, operand_shapes(spec.kind, shape, spec.params)):
         if not o.valid_tile_shape(s):
             return None
         ops.append(o.tile(s))
-    return Spec(spec.kind, shape, tuple(ops), serial, spec.limits)
+    return Spec(spec.kind, shape, tuple(ops), serial, spec.limits, spec.params)
 
 
 def loop_expansion(spec: Spec, sdim: int, size: int, parallel: bool, target: Target):
@@ -112,7 +109,7 @@ def stream_discount(spec: Spec, body: Spec, sdim: int, target: Target) -> int:
     for i, (parent, tile) in enumerate(zip(spec.operands, body.operands)):
         if parent.level is not Level.GL:
             continue
-        d = operand_dim(spec.kind, i, sdim)
+        d = spec.operand_dim(i, sdim)
         if d is not None and parent.stream_dim == d and tile.blocks <= target.prefetch_streams:
             disc += target.costs.gl_run * tile.blocks
     return disc
@@ -126,11 +123,18 @@ class TileOut:
     size: int
     parallel: bool = False
 
-    def spec_dim(self, spec: Spec) -> int:
-        return spec_dim_of_output(spec.kind, self.dim)
+    def spec_dim(self, spec: Spec) -> int | None:
+        out = output_dims(spec.kind, len(spec.shape), spec.params)
+        return out[self.dim] if 0 <= self.dim < len(out) else None
 
     def expand(self, spec: Spec, target: Target) -> Expansion | None:
-        return loop_expansion(spec, self.spec_dim(spec), self.size, self.parallel, target)
+        sdim = self.spec_dim(spec)
+        if sdim is None:
+            return None
+        return loop_expansion(spec, sdim, self.size, self.parallel, target)
+
+    def apply(self, spec: Spec, target: Target) -> Loop:
+        return Loop(self.spec_dim(spec), self.size, self.parallel)
 
     def __str__(self) -> str:
         return f"TileOut{'Par' if self.parallel else ''}(dim={self.dim}, size={self.size})"
@@ -138,35 +142,53 @@ class TileOut:
 
 @dataclass(frozen=True, slots=True)
 class Split:
-    """Loop over the reduction dim k of a MatmulAccum in chunks of ``size``."""
+    """Loop over a reduction dim of an accumulating kind in chunks of ``size``.
+
+    ``dim`` is the Spec dim; None (what the search enumerates for kinds with one reduction
+    dim) means the kind's first reduction dim."""
 
     size: int
+    dim: int | None = None
 
-    def spec_dim(self, spec: Spec) -> int:
-        return 2
+    def spec_dim(self, spec: Spec) -> int | None:
+        red = reduction_dims(spec.kind, len(spec.shape), spec.params)
+        if self.dim is None:
+            return red[0] if red else None
+        return self.dim if self.dim in red else None
 
     def expand(self, spec: Spec, target: Target) -> Expansion | None:
-        if spec.kind is not PrimKind.MATMUL_ACCUM:
+        sdim = self.spec_dim(spec)
+        if not KINDS[spec.kind].accumulates or sdim is None:
             return None
-        return loop_expansion(spec, 2, self.size, False, target)
+        return loop_expansion(spec, sdim, self.size, False, target)
+
+    def apply(self, spec: Spec, target: Target) -> Loop:
+        return Loop(self.spec_dim(spec), self.size)
 
     def __str__(self) -> str:
-        return f"Split(k={self.size})"
+        return f"Split({'' if self.dim is None else f'dim={self.dim}, '}size={self.size})"
 
 
 def tile_actions(spec: Spec, target: Target):
-    out_shape = spec.output.shape
-    top = max(out_shape)
-    mm = spec.kind in _OUT_TO_SPEC
+    out_dims = output_dims(spec.kind, len(spec.shape), spec.params)
+    top = max(spec.output.shape)
+    row_dim = KINDS[spec.kind].row_dim
 
     def sizes(d: int):
-        return _sizes(top, target, rows=mm and d == 1)
+        return _sizes(top, target, rows=d == row_dim)
 
-    acts = [TileOut(d, s) for d in range(len(out_shape)) for s in sizes(d)]
+    acts = [TileOut(d, s) for d in range(len(out_dims)) if out_dims[d] is not None
+            for s in sizes(d)]
     if not spec.serial_only:
-        acts += [TileOut(d, s, True) for d in range(len(out_shape)) for s in sizes(d)]
+        acts += [TileOut(d, s, True) for d in range(len(out_dims))
+                 if out_dims[d] is not None for s in sizes(d)]
     return acts
 
 
 def split_actions(spec: Spec, target: Target):
-    return [Split(s) for s in _sizes(spec.shape[2], target)]
+    """Split actions of an accumulating Spec: per reduction dim, every size below it."""
+    if not KINDS[spec.kind].accumulates:
+        return []
+    red = reduction_dims(spec.kind, len(spec.shape), spec.params)
+    return [Split(s, None if j == 0 else d) for j, d in enumerate(red)
+            for s in _sizes(spec.shape[d], target)]

@@ -1,0 +1,53 @@
+"""Declarations of the native expander (implementation in _expand.pyx)."""
+cimport cython
+from libc.stdint cimport int64_t
+
+from morello._graph cimport SpecGraph
+from morello._vec cimport map_t, vec_t
+
+
+cdef struct rows_t:          # template rows of logical Specs (an arena; see morello._dp)
+    int64_t L                # memory levels: ints of ``own`` per row
+    vec_t index              # per row: action index
+    vec_t cost               # per row: constant main cost
+    vec_t own                # per row: L units allocated
+    vec_t child_start        # per row: first child edge
+    vec_t child_count        # per row: number of children
+    vec_t child              # per edge: logical id of the child
+    vec_t coef               # per edge: coefficient of the child's main cost
+
+
+cdef int push_row(rows_t* rows, int64_t idx, int64_t cost, int64_t level, int64_t units,
+                  int64_t nchildren, const int64_t* children,
+                  const int64_t* coefs) except -1 nogil
+cdef void rows_free(rows_t* rows) noexcept nogil
+
+
+@cython.final
+cdef class Expander:
+    cdef SpecGraph g                # the records and form tables
+    cdef object native              # Python: tile, moves, select callbacks
+    cdef object compile_cb          # Python: logical id -> flat rows (non-native forms)
+    cdef int64_t processors         # processors a parallel loop divides among
+    cdef int64_t par_setup          # constant cost of a parallel loop
+    cdef int64_t par_iter           # cost per parallel iteration
+    cdef int64_t gl_run             # cost of a main-memory run start
+    cdef int64_t streams            # runs the prefetchers follow at once
+    cdef vec_t tile_sizes           # tile sizes to try, ascending
+    cdef vec_t tile_rows_only       # per tile size: 1 if only for a form's row dim
+    cdef map_t tile_cache           # (tid, shape[max_rank]) -> tid of the tile + 1
+    cdef map_t move_cache           # (form, operand, tid) -> start in moves
+    cdef vec_t moves                # per cached list: count, then 6 ints per Move
+
+    cdef int compile(self, int64_t i, rows_t* rows) except -1
+    cdef int _compile_flat(self, int64_t i, rows_t* rows) except -1
+    cdef int _compile_native(self, int64_t i, rows_t* rows) except -1
+    cdef int64_t _tile(self, int64_t tid, const int64_t* shape, int64_t rank) except -2
+    cdef int64_t _moves(self, int64_t form, int64_t op, int64_t tid) except -2
+    cdef int64_t _tiled(self, const int64_t* rec, int64_t sdim, int64_t size,
+                        bint serial) except -2
+    cdef int64_t _move_record(self, const int64_t* rec, int64_t op, int64_t oprank,
+                              int64_t mform, int64_t src, int64_t dst,
+                              int64_t* t) except -2
+    cdef int _loop_row(self, rows_t* rows, const int64_t* rec, int64_t idx, int64_t sdim,
+                       int64_t size, bint par) except -1

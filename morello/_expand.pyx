@@ -1,0 +1,342 @@
+"""The native expander: a logical Spec's actions as integer template rows.
+
+It mirrors ``morello.rewrites`` family by family, in the same order (which is what makes
+an action's position its identity): Move (``rewrites/move.py``), TileOut serial then
+parallel (``rewrites/tile.py``), Select (``rewrites/select.py``), ToAccum
+(``rewrites/accum.py``), Split (``rewrites/tile.py``). Every kind-specific fact comes
+from the form tables of the ``SpecGraph``; every tensor-specific one from two lazily
+filled caches that Python computes once per operand -- "tile tensor t to shape s" and
+"the Moves of tensor t as operand o of a form" -- so Python runs per distinct operand
+tile, not per Spec or per row. Kernels are asked for (a Python call per Spec) only when
+a kernel's declared necessary conditions hold. Forms marked non-native (operand dims that
+sum several Spec dims, such as conv's) are expanded by the Python rewrites
+(``compile_cb``). ``tests/test_engine.py`` checks that both give the same rows.
+
+A row is ``(action index, constant cost, units allocated per level, children with
+coefficients)``: the affine rule of ``morello.cost``.
+"""
+cimport cython
+from libc.stdint cimport int64_t
+from libc.string cimport memcpy
+
+from morello._graph cimport HARD_MAX_OPERANDS, HARD_MAX_RANK, SpecGraph
+from morello._vec cimport _map_free, _map_get, _map_put, _push, _vec_free, vec_t
+
+
+cdef int push_row(rows_t* rows, int64_t idx, int64_t cost, int64_t level, int64_t units,
+                  int64_t nchildren, const int64_t* children,
+                  const int64_t* coefs) except -1 nogil:
+    """Append a row that allocates ``units`` at ``level`` (none if ``units`` is 0)."""
+    cdef int64_t l, c
+    _push(&rows.index, idx)
+    _push(&rows.cost, cost)
+    for l in range(rows.L):
+        _push(&rows.own, units if l == level else 0)
+    _push(&rows.child_start, rows.child.n)
+    _push(&rows.child_count, nchildren)
+    for c in range(nchildren):
+        _push(&rows.child, children[c])
+        _push(&rows.coef, coefs[c])
+    return 0
+
+
+cdef void rows_free(rows_t* rows) noexcept nogil:
+    _vec_free(&rows.index)
+    _vec_free(&rows.cost)
+    _vec_free(&rows.own)
+    _vec_free(&rows.child_start)
+    _vec_free(&rows.child_count)
+    _vec_free(&rows.child)
+    _vec_free(&rows.coef)
+
+
+@cython.final
+cdef class Expander:
+    """Template rows of logical Specs of ``graph`` (see the module docstring).
+
+    ``native`` provides ``tile(tid, shape) -> tid or -1``, ``moves(form, op, tid) ->
+    [count, (valid, dest tid, level, units, const, view) * count]`` and ``select(id) ->
+    [(kernel position, cost, vector registers) ...]`` flattened; ``compile_cb(id)`` the
+    flat rows of a non-native form: ``[n_rows, (index, const, own * L, n_children,
+    (child, coef) * n_children) * n_rows]``."""
+
+    def __cinit__(self, SpecGraph graph, native, compile_cb, int64_t processors,
+                  int64_t par_setup, int64_t par_iter, tile_sizes, int64_t gl_run,
+                  int64_t streams):
+        cdef Py_ssize_t k
+        self.g = graph
+        self.native = native
+        self.compile_cb = compile_cb
+        self.processors = processors
+        self.par_setup = par_setup
+        self.par_iter = par_iter
+        self.gl_run = gl_run
+        self.streams = streams
+        for k in range(len(tile_sizes)):
+            _push(&self.tile_sizes, tile_sizes[k][0])
+            _push(&self.tile_rows_only, 1 if tile_sizes[k][1] else 0)
+        self.tile_cache.width = 1 + graph.max_rank
+        self.move_cache.width = 3
+
+    def __dealloc__(self):
+        _vec_free(&self.tile_sizes)
+        _vec_free(&self.tile_rows_only)
+        _vec_free(&self.moves)
+        _map_free(&self.tile_cache)
+        _map_free(&self.move_cache)
+
+    cdef int compile(self, int64_t i, rows_t* rows) except -1:
+        """Append the rows of logical id ``i`` to ``rows``."""
+        cdef int64_t form = self.g.records.data[i * self.g.width]
+        if self.native is not None and self.g.f_native.data[form]:
+            return self._compile_native(i, rows)
+        return self._compile_flat(i, rows)
+
+    cdef int _compile_flat(self, int64_t i, rows_t* rows) except -1:
+        cdef list flat = self.compile_cb(i)
+        cdef Py_ssize_t pos = 1, r, l, c, n_rows = flat[0], nc
+        for r in range(n_rows):
+            _push(&rows.index, flat[pos])
+            _push(&rows.cost, flat[pos + 1])
+            pos += 2
+            for l in range(rows.L):
+                _push(&rows.own, flat[pos])
+                pos += 1
+            nc = flat[pos]
+            pos += 1
+            _push(&rows.child_start, rows.child.n)
+            _push(&rows.child_count, nc)
+            for c in range(nc):
+                _push(&rows.child, flat[pos])
+                _push(&rows.coef, flat[pos + 1])
+                pos += 2
+        return 0
+
+    cdef int64_t _tile(self, int64_t tid, const int64_t* shape, int64_t rank) except -2:
+        cdef int64_t key[1 + HARD_MAX_RANK]
+        cdef int64_t j, r
+        key[0] = tid
+        for j in range(self.g.max_rank):
+            key[1 + j] = shape[j] if j < rank else 0
+        # Stored as tid + 1, so that 0 (an invalid tile) differs from a miss (-1).
+        r = _map_get(&self.tile_cache, key)
+        if r >= 0:
+            return r - 1
+        r = self.native.tile(tid, tuple([shape[j] for j in range(rank)]))
+        _map_put(&self.tile_cache, key, r + 1)
+        return r
+
+    cdef int64_t _moves(self, int64_t form, int64_t op, int64_t tid) except -2:
+        cdef int64_t key[3]
+        cdef int64_t start
+        cdef Py_ssize_t j
+        key[0] = form
+        key[1] = op
+        key[2] = tid
+        start = _map_get(&self.move_cache, key)
+        if start >= 0:
+            return start
+        flat = self.native.moves(form, op, tid)
+        start = self.moves.n
+        for j in range(len(flat)):
+            _push(&self.moves, flat[j])
+        _map_put(&self.move_cache, key, start)
+        return start
+
+    cdef int64_t _tiled(self, const int64_t* rec, int64_t sdim, int64_t size,
+                        bint serial) except -2:
+        """The record with Spec dim ``sdim`` cut to ``size``, or -1 if some operand
+        cannot be tiled so."""
+        cdef SpecGraph g = self.g
+        cdef int64_t t[2 + HARD_MAX_RANK + HARD_MAX_OPERANDS]
+        cdef int64_t shp[HARD_MAX_RANK]
+        cdef int64_t form = rec[0], op, tid, MO = g.max_operands, MR = g.max_rank
+        memcpy(t, rec, g.width * sizeof(int64_t))
+        t[1 + sdim] = size
+        t[g.width - 1] = serial
+        for op in range(g.f_nops.data[form]):
+            if g.f_opdim.data[(form * MO + op) * MR + sdim] < 0:
+                continue
+            g.operand_shape(t, op, shp)
+            tid = self._tile(rec[1 + MR + op], shp, g.f_oprank.data[form * MO + op])
+            if tid < 0:
+                return -1
+            t[1 + MR + op] = tid
+        return g.intern(t)
+
+    cdef int _loop_row(self, rows_t* rows, const int64_t* rec, int64_t idx, int64_t sdim,
+                       int64_t size, bint par) except -1:
+        """The row of a loop over Spec dim ``sdim`` in tiles of ``size`` (mirrors
+        ``morello.rewrites.tile.loop_expansion``); nothing if it does not apply."""
+        cdef SpecGraph g = self.g
+        cdef int64_t MO = g.max_operands, MR = g.max_rank, form = rec[0]
+        cdef int64_t extent = rec[1 + sdim], full, rem, op, body, bnd, nch = 1, disc, od
+        cdef int64_t tile, tid
+        cdef int64_t children[2]
+        cdef int64_t coefs[2]
+        cdef bint serial = rec[g.width - 1] != 0
+        if size < 1 or size >= extent:
+            return 0
+        if par:
+            if serial:
+                return 0
+            for op in range(g.f_nops.data[form]):
+                if not g.t_par.data[rec[1 + MR + op]]:
+                    return 0
+        full = extent // size
+        rem = extent % size
+        body = self._tiled(rec, sdim, size, serial or par)
+        if body < 0:
+            return 0
+        children[0] = body
+        coefs[0] = (full + self.processors - 1) // self.processors if par else full
+        if rem:
+            bnd = self._tiled(rec, sdim, rem, serial or par)
+            if bnd < 0:
+                return 0
+            children[1] = bnd
+            coefs[1] = 1
+            nch = 2
+        # Run starts a serial loop's later iterations do not pay again (see
+        # morello.rewrites.tile.stream_discount).
+        disc = 0
+        if not par and full > 1:
+            for op in range(g.f_nops.data[form]):
+                od = g.f_opdim.data[(form * MO + op) * MR + sdim]
+                tid = rec[1 + MR + op]
+                tile = g.records.data[body * g.width + 1 + MR + op]
+                if od >= 0 and g.t_stream.data[tid] == od \
+                        and g.t_blocks.data[tile] <= self.streams:
+                    disc += self.gl_run * g.t_blocks.data[tile]
+        push_row(rows, idx, self.par_setup + self.par_iter * coefs[0] if par
+                 else -(full - 1) * disc, 0, 0, nch, children, coefs)
+        return 0
+
+    cdef int _compile_native(self, int64_t i, rows_t* rows) except -1:
+        cdef SpecGraph g = self.g
+        cdef int64_t MO = g.max_operands, MR = g.max_rank, W = g.width
+        cdef int64_t rec[2 + HARD_MAX_RANK + HARD_MAX_OPERANDS]
+        cdef int64_t t[2 + HARD_MAX_RANK + HARD_MAX_OPERANDS]
+        cdef int64_t shp[HARD_MAX_RANK]
+        cdef int64_t children[3]
+        cdef int64_t ones[3]
+        cdef int64_t form, nops, rank, op, j, n, start, base, dest, nch, idx = 0, top, d
+        cdef int64_t size, par, sd, out, oprank, row_dim, mform, tid, k, mask
+        cdef bint any_kernel, ok, view
+        memcpy(rec, g.records.data + i * W, W * sizeof(int64_t))
+        ones[0] = ones[1] = ones[2] = 1
+        form = rec[0]
+        nops = g.f_nops.data[form]
+        rank = g.f_rank.data[form]
+        # 1. Move, operand by operand: prologue (if read), body, epilogue (if written).
+        for op in range(nops):
+            tid = rec[1 + MR + op]
+            start = self._moves(form, op, tid)
+            n = self.moves.data[start]
+            for j in range(n):
+                base = start + 1 + 6 * j
+                if self.moves.data[base]:
+                    dest = self.moves.data[base + 1]
+                    view = self.moves.data[base + 5] != 0
+                    oprank = g.f_oprank.data[form * MO + op]
+                    mform = g.f_move.data[form * MO + op]
+                    nch = 0
+                    if not view and (g.f_reads.data[form] >> op) & 1:
+                        children[nch] = self._move_record(rec, op, oprank, mform, tid, dest, t)
+                        nch += 1
+                    memcpy(t, rec, W * sizeof(int64_t))
+                    t[1 + MR + op] = dest
+                    children[nch] = g.intern(t)
+                    nch += 1
+                    if not view and (g.f_writes.data[form] >> op) & 1:
+                        children[nch] = self._move_record(rec, op, oprank, mform, dest, tid, t)
+                        nch += 1
+                    base = start + 1 + 6 * j  # the move table may have grown
+                    push_row(rows, idx, self.moves.data[base + 4], self.moves.data[base + 2],
+                             self.moves.data[base + 3], nch, children, ones)
+                idx += 1
+        # 2. TileOut over the output's dims, serial then parallel.
+        out = g.f_out.data[form]
+        g.operand_shape(rec, out, shp)
+        top = 0
+        for d in range(g.f_nout.data[form]):
+            if shp[d] > top:
+                top = shp[d]
+        row_dim = g.f_row_dim.data[form]
+        for par in range(1 if rec[W - 1] else 2):
+            for d in range(g.f_nout.data[form]):
+                sd = g.f_outdims.data[form * MR + d]
+                if sd < 0:
+                    continue
+                for j in range(self.tile_sizes.n):
+                    size = self.tile_sizes.data[j]
+                    if size >= top:
+                        break
+                    if self.tile_rows_only.data[j] and d != row_dim:
+                        continue
+                    self._loop_row(rows, rec, idx, sd, size, par == 1)
+                    idx += 1
+        # 3. Select, asking Python only when a kernel's necessary conditions hold.
+        any_kernel = False
+        for k in range(g.f_nkernels.data[form]):
+            mask = g.f_kunit.data[form * g.max_kernels + k]
+            ok = True
+            for d in range(rank):
+                if (mask >> d) & 1 and rec[1 + d] != 1:
+                    ok = False
+            if ok and g.f_kvrf.data[form * g.max_kernels + k]:
+                ok = False
+                for op in range(nops):
+                    if g.t_vrf.data[rec[1 + MR + op]]:
+                        ok = True
+            if ok:
+                any_kernel = True
+                break
+        if any_kernel:
+            flat = self.native.select(i)
+            for k in range(0, len(flat), 3):
+                push_row(rows, idx + flat[k], flat[k + 1], 1, flat[k + 2], 0, children, ones)
+        idx += g.f_nkernels.data[form]
+        # 4. ToAccum: fill the output, then the accumulating twin.
+        if g.f_accum.data[form] >= 0:
+            g.operand_shape(rec, out, shp)
+            t[0] = g.f_fill.data[form]
+            for j in range(MR):
+                t[1 + j] = shp[j] if j < g.f_oprank.data[form * MO + out] else 0
+            for j in range(MO):
+                t[1 + MR + j] = rec[1 + MR + out] if j == 0 else -1
+            t[W - 1] = rec[W - 1]
+            children[0] = g.intern(t)
+            memcpy(t, rec, W * sizeof(int64_t))
+            t[0] = g.f_accum.data[form]
+            children[1] = g.intern(t)
+            push_row(rows, idx, 0, 0, 0, 2, children, ones)
+            idx += 1
+        # 5. Split over each reduction dim of an accumulating form.
+        for k in range(g.f_nsplit.data[form]):
+            sd = g.f_split.data[form * MR + k]
+            for j in range(self.tile_sizes.n):
+                size = self.tile_sizes.data[j]
+                if size >= rec[1 + sd]:
+                    break
+                if self.tile_rows_only.data[j]:
+                    continue
+                self._loop_row(rows, rec, idx, sd, size, False)
+                idx += 1
+        return 0
+
+    cdef int64_t _move_record(self, const int64_t* rec, int64_t op, int64_t oprank,
+                              int64_t mform, int64_t src, int64_t dst,
+                              int64_t* t) except -2:
+        """The logical id of ``Move(src -> dst)`` of operand ``op``'s shape."""
+        cdef SpecGraph g = self.g
+        cdef int64_t shp[HARD_MAX_RANK]
+        cdef int64_t j, MR = g.max_rank
+        g.operand_shape(rec, op, shp)
+        t[0] = mform
+        for j in range(MR):
+            t[1 + j] = shp[j] if j < oprank else 0
+        for j in range(g.max_operands):
+            t[1 + MR + j] = src if j == 0 else dst if j == 1 else -1
+        t[g.width - 1] = rec[g.width - 1]
+        return g.intern(t)

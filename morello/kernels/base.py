@@ -1,0 +1,117 @@
+"""What a kernel table is made of: kernel rows and the target's vector types.
+
+A kernel is one table entry (``Kernel``): when it applies (``check`` returns a reason or
+None), its cost under the affine model, the vector registers it needs beyond its
+operands, how it is written in C, and what it computes (the kind's numpy reference
+unless the row says otherwise). A target owns one ``KernelTable``: its kernels in their
+fixed order (a kernel's position among its kind's kernels is part of the action index)
+and its vector types per (dtype, lanes).
+
+Emitters speak to operands through the codegen's operand protocol:
+
+- ``o.lval()``    C lvalue of a one-element tensor;
+- ``o.ptr(off)``  C pointer to the element ``off`` positions after the tile origin, for a
+  contiguous tensor in memory;
+- ``o.vec(j)``    name of the j-th vector register variable of a VRF tensor;
+- ``o.spec``      its TensorSpec.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Callable
+
+from morello.dtypes import Dtype
+from morello.kinds import KINDS, PrimKind
+
+Reason = str | None
+
+
+@dataclass(frozen=True, slots=True)
+class VecType:
+    """One vector type of a target: its C type and the intrinsics kernels use on it."""
+
+    dtype: Dtype
+    lanes: int
+    c_type: str
+    load: str
+    store: str
+    zero: str
+    set1: str | None = None
+    fma: str | None = None
+    add: str | None = None
+    mul: str | None = None
+    max: str | None = None
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One leaf microkernel.
+
+    - ``check(spec, target)``: None when it applies, else the reason it does not;
+    - ``cost(spec, target)``: its main cost (the model's units);
+    - ``vrf_regs``: vector registers it needs beyond its operands;
+    - ``emit(writer, spec, operands, vt)``: writes its C; ``vt(dtype, lanes)`` gives the
+      target's ``VecType``;
+    - ``reference``: numpy semantics ``(params, inputs, out) -> new out`` when they differ
+      from the kind's (``KindInfo.reference``), e.g. a saturating integer kernel;
+    - hints the search core checks before asking ``check`` (necessary conditions only):
+      ``unit_dims`` Spec dims that must be 1, ``scalar`` every Spec dim is 1, and
+      ``needs_vrf`` some operand is in VRF.
+    """
+
+    name: str
+    kind: PrimKind
+    check: Callable
+    cost: Callable
+    vrf_regs: int
+    emit: Callable
+    doc: str = ""
+    unit_dims: tuple[int, ...] = ()
+    scalar: bool = False
+    needs_vrf: bool = False
+    reference: Callable | None = field(default=None, compare=False)
+
+    def applies_to(self, spec, target) -> bool:
+        return spec.kind is self.kind and self.check(spec, target) is None
+
+    def why_not(self, spec, target) -> Reason:
+        if spec.kind is not self.kind:
+            return f"{self.name} implements {self.kind.title}, not {spec.kind.title}"
+        return self.check(spec, target)
+
+    def unit_mask(self, rank: int) -> int:
+        """Bitmask of the Spec dims that must be 1 (the core's hint)."""
+        if self.scalar:
+            return (1 << rank) - 1
+        return sum(1 << d for d in self.unit_dims if d < rank)
+
+    def semantics(self) -> Callable:
+        return self.reference or KINDS[self.kind].reference
+
+
+class KernelTable:
+    """A target's kernels (in their fixed order) and vector types."""
+
+    def __init__(self, isa: str, kernels: tuple[Kernel, ...],
+                 vector_types: tuple[VecType, ...]) -> None:
+        self.isa = isa
+        self.kernels = kernels
+        self.by_name = {k.name: k for k in kernels}
+        if len(self.by_name) != len(kernels):
+            raise ValueError(f"{isa}: kernel names are not unique")
+        self._vt = {(v.dtype, v.lanes): v for v in vector_types}
+
+    @functools.lru_cache(maxsize=None)
+    def for_kind(self, kind: PrimKind) -> tuple[Kernel, ...]:
+        return tuple(k for k in self.kernels if k.kind is kind)
+
+    def vector_type(self, dtype: Dtype, lanes: int) -> VecType:
+        try:
+            return self._vt[(dtype, lanes)]
+        except KeyError:
+            raise KeyError(f"{self.isa} has no vector of {lanes} x {dtype}") from None
+
+    def identity(self) -> list:
+        """What an action index depends on in this table: kernel names per kind."""
+        return [[k.name for k in self.for_kind(kind)] for kind in PrimKind]

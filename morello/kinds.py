@@ -1,0 +1,286 @@
+"""Primitive kinds as data: one ``KindInfo`` row per kind, read by every layer.
+
+A Spec's ``shape`` is a tuple of *Spec dims*; each operand dim is an affine function of
+them (``OperandDim``: a sum of Spec dims plus a constant). Everything else a layer needs
+to know about a kind is a field of its row: which operands are read and written, which
+Spec dims are reductions, the accumulating twin and its initial fill, the table family
+its results are stored in, its C parameter names, its flop count and its numpy meaning.
+The search core (``morello._dp``) never sees a kind: ``morello.search`` packs these rows
+into integer arrays per *form* (a kind with its parameters at one rank).
+
+==============  =============  =============================  =========================
+kind            Spec shape     operands                       meaning
+==============  =============  =============================  =========================
+Matmul          [b, m, k, n]   lhs [b,m,k] rhs [b,k,n] out    out = lhs @ rhs
+MatmulAccum     [b, m, k, n]   same                           out += lhs @ rhs
+Move            s              src s, dst s                   dst = src
+Fill{value}     s              dst s                          dst = value (0 or -inf)
+Add, Mul        s              lhs s, rhs s, out s            out = lhs (+|*) rhs
+Relu            s              src s, dst s                   dst = max(src, 0)
+Broadcast{d}    s              src s with s[d]=1, dst s       dst = src repeated along d
+Max{d}, Sum{d}  s              src s, dst s with s[d]=1       dst = reduce(src) along d
+MaxAccum{d}     s              same                           dst = max(dst, reduce(src))
+SumAccum{d}     s              same                           dst += reduce(src)
+==============  =============  =============================  =========================
+
+Reductions keep the reduced dim with extent 1 (numpy's ``keepdims=True``), so every
+operand of a Spec has the Spec's rank and no tensor is of rank 0.
+"""
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+# An operand dim: the Spec dims whose sizes it sums, plus a constant. ``((2,), 0)`` is
+# Spec dim 2 itself; ``((), 1)`` a kept dim of extent 1; conv's input rows would be
+# ``((h, fh), -1)``.
+OperandDim = tuple[tuple[int, ...], int]
+OperandMap = tuple[tuple[OperandDim, ...], ...]  # per operand, per operand dim
+
+Params = tuple  # a kind's parameters, in the order of ``KindInfo.params``
+
+# The most Spec dims of any kind: the search core's records are sized for it.
+MAX_RANK = 4
+
+
+class PrimKind(enum.IntEnum):
+    """The primitive kinds. The value is only an enumeration index; nothing persisted or
+    compiled depends on it (databases store family names, the core stores forms)."""
+
+    MATMUL = 0
+    MATMUL_ACCUM = 1
+    MOVE = 2
+    FILL = 3
+    ADD = 4
+    MUL = 5
+    RELU = 6
+    BROADCAST = 7
+    MAX = 8
+    MAX_ACCUM = 9
+    SUM = 10
+    SUM_ACCUM = 11
+
+    @property
+    def info(self) -> "KindInfo":
+        return KINDS[self]
+
+    @property
+    def title(self) -> str:
+        return KINDS[self].title
+
+
+@dataclass(frozen=True, slots=True)
+class KindInfo:
+    """Everything every layer needs to know about one primitive kind.
+
+    - ``operand_map(rank, params)``: each operand dim as an ``OperandDim``.
+    - ``reads``/``writes``: operand indices read (In, InOut) and written (Out, InOut).
+    - ``accum``/``init``: the accumulating twin that ``ToAccum`` rewrites this kind into,
+      after filling the output with ``init``; ``accumulates``: this kind reads its
+      output and folds into it, so its reduction dims may be split (``Split``).
+    - ``family``/``member``: results of all kinds of one family share a persistent
+      table; ``member`` is the kind's coordinate there (a rewrite never raises it).
+    - ``staging``: ``"full"`` offers every Move (views, relayouts into GL and L1 buffers,
+      registers for ``vrf_operands``, L2 views of ``l2_views`` blocks L1 cannot hold);
+      ``"views"`` only cache views into L1 (kernels work on L1 memory).
+    - ``row_dim``: the output dim that also takes the target's row-only tile sizes.
+    - ``reference(params, inputs, out)``: numpy semantics, written into the output
+      array ``out`` (which an accumulating kind reads first) and returned; fast numpy
+      (``out=``), so that benchmarks time numpy with it too.
+    """
+
+    title: str
+    params: tuple[str, ...]
+    operands: tuple[str, ...]
+    reads: tuple[int, ...]
+    writes: tuple[int, ...]
+    ranks: tuple[int, int]
+    operand_map: Callable[[int, Params], OperandMap]
+    family: str
+    member: int | None
+    reference: Callable[[Params, list, "np.ndarray | None"], np.ndarray]
+    flops_per_point: int = 0
+    accum: PrimKind | None = None
+    init: float | None = None
+    accumulates: bool = False
+    staging: str = "views"
+    vrf_operands: tuple[int, ...] = ()
+    l2_views: tuple[int, ...] = ()
+    row_dim: int | None = None
+    doc: str = ""
+
+    @property
+    def n_operands(self) -> int:
+        return len(self.operands)
+
+    @property
+    def output(self) -> int:
+        """The operand the Spec's tiles follow (its only written operand)."""
+        return self.writes[0]
+
+    def check_params(self, rank: int, params: Params) -> str | None:
+        """Why ``params`` are invalid for this kind at ``rank`` (None: they are valid)."""
+        if len(params) != len(self.params):
+            return f"{self.title} takes parameters {self.params or '()'}, got {params}"
+        for name, v in zip(self.params, params):
+            if name == "dim" and (isinstance(v, bool) or not isinstance(v, int)
+                                  or not 0 <= v < rank):
+                return f"{self.title}: dim must be an integer in [0, {rank}), got {v!r}"
+            if name == "value" and v not in FILL_VALUES:
+                return f"{self.title}: value must be one of {FILL_VALUES}, got {v!r}"
+        lo, hi = self.ranks
+        if not lo <= rank <= hi:
+            return f"{self.title} needs rank {lo}..{hi}, got {rank}"
+        return None
+
+
+FILL_VALUES = (0.0, -math.inf)
+
+
+def _same(n_ops: int) -> Callable[[int, Params], OperandMap]:
+    def operand_map(rank: int, params: Params) -> OperandMap:
+        return tuple(tuple(((d,), 0) for d in range(rank)) for _ in range(n_ops))
+    return operand_map
+
+
+def _matmul_map(rank: int, params: Params) -> OperandMap:
+    b, m, k, n = (((d,), 0) for d in range(4))
+    return ((b, m, k), (b, k, n), (b, m, n))
+
+
+def _keep_one(dim: int, rank: int) -> tuple[OperandDim, ...]:
+    return tuple(((), 1) if d == dim else ((d,), 0) for d in range(rank))
+
+
+def _full(rank: int) -> tuple[OperandDim, ...]:
+    return tuple(((d,), 0) for d in range(rank))
+
+
+def _reduce_map(rank: int, params: Params) -> OperandMap:
+    (dim,) = params
+    return (_full(rank), _keep_one(dim, rank))
+
+
+def _broadcast_map(rank: int, params: Params) -> OperandMap:
+    (dim,) = params
+    return (_keep_one(dim, rank), _full(rank))
+
+
+def _matmul_ref(params, ins, out):
+    return np.matmul(ins[0], ins[1], out=out)
+
+
+def _matmul_accum_ref(params, ins, out):
+    out += np.matmul(ins[0], ins[1])
+    return out
+
+
+def _reduce_ref(fn):
+    def ref(params, ins, out):
+        return fn(ins[0], axis=params[0], keepdims=True, out=out)
+    return ref
+
+
+def _reduce_accum_ref(fn, fold):
+    def ref(params, ins, out):
+        return fold(out, fn(ins[0], axis=params[0], keepdims=True), out=out)
+    return ref
+
+
+def _copy_ref(params, ins, out):
+    np.copyto(out, ins[0])  # numpy broadcasting repeats a kept dim of extent 1
+    return out
+
+
+def _fill_ref(params, ins, out):
+    out.fill(params[0])
+    return out
+
+
+KINDS: dict[PrimKind, KindInfo] = {
+    PrimKind.MATMUL: KindInfo(
+        "Matmul", (), ("lhs", "rhs", "out"), (0, 1), (2,), (4, 4), _matmul_map,
+        "Matmul", 1, _matmul_ref, flops_per_point=2, accum=PrimKind.MATMUL_ACCUM,
+        init=0.0, staging="full", vrf_operands=(1, 2), row_dim=1,
+        doc="out = lhs @ rhs (batched)"),
+    PrimKind.MATMUL_ACCUM: KindInfo(
+        "MatmulAccum", (), ("lhs", "rhs", "out"), (0, 1, 2), (2,), (4, 4), _matmul_map,
+        "Matmul", 0, _matmul_accum_ref, flops_per_point=2, accumulates=True, staging="full",
+        vrf_operands=(1, 2), l2_views=(0,), row_dim=1, doc="out += lhs @ rhs"),
+    PrimKind.MOVE: KindInfo(
+        "Move", (), ("src", "dst"), (0,), (1,), (1, MAX_RANK), _same(2), "Move", None,
+        _copy_ref, doc="dst = src"),
+    PrimKind.FILL: KindInfo(
+        "Fill", ("value",), ("dst",), (), (0,), (1, MAX_RANK), _same(1), "Fill", None,
+        _fill_ref, doc="dst = value"),
+    PrimKind.ADD: KindInfo(
+        "Add", (), ("lhs", "rhs", "out"), (0, 1), (2,), (1, MAX_RANK), _same(3), "Add", None,
+        lambda p, ins, out: np.add(ins[0], ins[1], out=out), flops_per_point=1, doc="out = lhs + rhs"),
+    PrimKind.MUL: KindInfo(
+        "Mul", (), ("lhs", "rhs", "out"), (0, 1), (2,), (1, MAX_RANK), _same(3), "Mul", None,
+        lambda p, ins, out: np.multiply(ins[0], ins[1], out=out), flops_per_point=1, doc="out = lhs * rhs"),
+    PrimKind.RELU: KindInfo(
+        "Relu", (), ("src", "dst"), (0,), (1,), (1, MAX_RANK), _same(2), "Relu", None,
+        lambda p, ins, out: np.maximum(ins[0], 0, out=out), flops_per_point=1,
+        doc="dst = max(src, 0)"),
+    PrimKind.BROADCAST: KindInfo(
+        "Broadcast", ("dim",), ("src", "dst"), (0,), (1,), (1, MAX_RANK), _broadcast_map,
+        "Broadcast", None,
+        _copy_ref, doc="dst = src repeated along dim"),
+    PrimKind.MAX: KindInfo(
+        "Max", ("dim",), ("src", "dst"), (0,), (1,), (1, MAX_RANK), _reduce_map, "Max", 1,
+        _reduce_ref(np.max), flops_per_point=1, accum=PrimKind.MAX_ACCUM,
+        init=-math.inf, doc="dst = max of src along dim"),
+    PrimKind.MAX_ACCUM: KindInfo(
+        "MaxAccum", ("dim",), ("src", "dst"), (0, 1), (1,), (1, MAX_RANK), _reduce_map, "Max",
+        0, _reduce_accum_ref(np.max, np.maximum), flops_per_point=1, accumulates=True,
+        doc="dst = max(dst, max of src along dim)"),
+    PrimKind.SUM: KindInfo(
+        "Sum", ("dim",), ("src", "dst"), (0,), (1,), (1, MAX_RANK), _reduce_map, "Sum", 1,
+        _reduce_ref(np.sum), flops_per_point=1, accum=PrimKind.SUM_ACCUM,
+        init=0.0, doc="dst = sum of src along dim"),
+    PrimKind.SUM_ACCUM: KindInfo(
+        "SumAccum", ("dim",), ("src", "dst"), (0, 1), (1,), (1, MAX_RANK), _reduce_map, "Sum",
+        0, _reduce_accum_ref(np.sum, np.add), flops_per_point=1, accumulates=True,
+        doc="dst += sum of src along dim"),
+}
+
+BY_TITLE = {info.title: kind for kind, info in KINDS.items()}
+
+
+def operand_shapes(kind: PrimKind, shape: tuple[int, ...],
+                   params: Params = ()) -> tuple[tuple[int, ...], ...]:
+    """Each operand's shape, from the Spec's ``shape`` through the kind's operand map."""
+    return tuple(
+        tuple(sum(shape[s] for s in sdims) + c for sdims, c in dims)
+        for dims in KINDS[kind].operand_map(len(shape), params)
+    )
+
+
+def operand_dim(kind: PrimKind, operand: int, sdim: int, rank: int,
+                params: Params = ()) -> int | None:
+    """The dim of ``operand`` that Spec dim ``sdim`` indexes alone (None: no operand dim
+    is exactly that Spec dim)."""
+    for d, (sdims, c) in enumerate(KINDS[kind].operand_map(rank, params)[operand]):
+        if sdims == (sdim,) and c == 0:
+            return d
+    return None
+
+
+def output_dims(kind: PrimKind, rank: int, params: Params = ()) -> tuple[int | None, ...]:
+    """Per output dim, the Spec dim it is (None for a constant dim)."""
+    info = KINDS[kind]
+    dims = info.operand_map(rank, params)[info.output]
+    return tuple(sdims[0] if len(sdims) == 1 and c == 0 else None for sdims, c in dims)
+
+
+def reduction_dims(kind: PrimKind, rank: int, params: Params = ()) -> tuple[int, ...]:
+    """Spec dims that index no written operand: loops over them accumulate."""
+    info = KINDS[kind]
+    omap = info.operand_map(rank, params)
+    written = {s for w in info.writes for sdims, _ in omap[w] for s in sdims}
+    return tuple(d for d in range(rank) if d not in written)
