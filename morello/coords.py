@@ -194,12 +194,29 @@ def _limit_from_coord(level: Level, c: int) -> int:
 
 # --- Specs ---------------------------------------------------------------------------
 
+def _key_params(kind: PrimKind, params: tuple) -> tuple:
+    """Kind parameters as table-key items: ints stay, fill values become their text
+    (so keys hold only ints and strings)."""
+    return tuple(repr(float(v)) if name == "value" else v
+                 for name, v in zip(KINDS[kind].params, params))
+
+
+def _params_from_key(kind: PrimKind, items: tuple) -> tuple:
+    if len(items) != len(KINDS[kind].params):
+        raise ValueError(f"{kind.title} takes parameters {KINDS[kind].params}, got {items}")
+    try:
+        return tuple(float(v) if name == "value" else v
+                     for name, v in zip(KINDS[kind].params, items))
+    except (TypeError, ValueError):
+        raise ValueError(f"bad parameters {items!r} for {kind.title}") from None
+
+
 def spec_key(spec: Spec) -> tuple:
     """The table key ``(family, params, dtype names, rank)`` (the member is a
-    coordinate)."""
+    coordinate; a fill value is written as text)."""
     return (
         KINDS[spec.kind].family,
-        spec.params,
+        _key_params(spec.kind, spec.params),
         tuple(o.dtype.short for o in spec.operands),
         len(spec.shape),
     )
@@ -259,7 +276,7 @@ def spec_from_coords(key: tuple, point: tuple[int, ...], target: Target = AVX2) 
     Raises ValueError (a SpecError where the Spec itself is invalid) for a malformed key
     or point.
     """
-    family, params, dtype_names, rank = key
+    family, key_params, dtype_names, rank = key
     if family not in _N_OPERANDS:
         raise ValueError(f"unknown table family {family!r}")
     n_ops = _N_OPERANDS[family]
@@ -276,6 +293,7 @@ def spec_from_coords(key: tuple, point: tuple[int, ...], target: Target = AVX2) 
     if member not in FAMILIES[family]:
         raise ValueError(f"member coordinate {member} names no kind of family {family}")
     kind = FAMILIES[family][member]
+    params = _params_from_key(kind, key_params)
     shape = tuple(next(it) + 1 for _ in range(rank))
     reason = KINDS[kind].check_params(rank, params)
     if reason:

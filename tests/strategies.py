@@ -16,6 +16,7 @@ from morello.dtypes import Dtype
 from morello.layouts import Layout, PhysDim
 from morello.memory import AVX2, LEVELS, Level, MemoryLimits, Target
 from morello.rewrites.move import layout_candidates
+from morello.kinds import FILL_VALUES, KINDS
 from morello.specs import PrimKind, Spec, operand_shapes
 from morello.tensorspec import TensorSpec
 
@@ -127,33 +128,52 @@ def _shape_st(max_dim: int, ranks):
 
 
 @st.composite
-def move_spec_st(draw, max_dim: int = 4, ranks=(1, 2, 3), levels=LEVELS,
-                 limits=None, dtype: Dtype = Dtype.F32) -> Spec:
-    """A canonical Move between two operands of one shape, of a rank in ``ranks``."""
-    shape = draw(_shape_st(max_dim, ranks))
-    src = draw(tensorspec_st(shape, dtype, levels))
-    dst = draw(tensorspec_st(shape, dtype, levels))
-    lim = draw(limits if limits is not None else limits_st())
-    return Spec(PrimKind.MOVE, shape, (src, dst), draw(st.booleans()), lim).canonical()
+def params_st(draw, kind: PrimKind, rank: int) -> tuple:
+    """Parameters of ``kind`` valid at ``rank`` (a dim, a fill value)."""
+    out = []
+    for name in KINDS[kind].params:
+        if name == "dim":
+            out.append(draw(st.integers(0, rank - 1)))
+        elif name == "value":
+            out.append(draw(st.sampled_from(FILL_VALUES)))
+        else:  # pragma: no cover - a new kind parameter needs a strategy here
+            raise AssertionError(f"no strategy for parameter {name!r}")
+    return tuple(out)
 
 
 @st.composite
-def zero_spec_st(draw, max_dim: int = 4, ranks=(1, 2, 3), levels=LEVELS,
+def prim_spec_st(draw, kinds=None, max_dim: int = 4, ranks=(1, 2, 3), levels=LEVELS,
                  limits=None, dtype: Dtype = Dtype.F32) -> Spec:
-    """A canonical Zero of one operand, of a rank in ``ranks``."""
-    shape = draw(_shape_st(max_dim, ranks))
-    dst = draw(tensorspec_st(shape, dtype, levels))
+    """A canonical Spec of any kind in ``kinds`` (default: every kind but the Matmul
+    family, whose rank is fixed) of a rank in ``ranks``, with its parameters."""
+    kinds = kinds or [k for k in PrimKind if KINDS[k].family != "Matmul"]
+    kind = draw(st.sampled_from(kinds))
+    lo, hi = KINDS[kind].ranks
+    rank = draw(st.sampled_from([r for r in ranks if lo <= r <= hi]))
+    shape = tuple(draw(_dim_st(max_dim)) for _ in range(rank))
+    params = draw(params_st(kind, rank))
+    ops = tuple(draw(tensorspec_st(s, dtype, levels))
+                for s in operand_shapes(kind, shape, params))
     lim = draw(limits if limits is not None else limits_st())
-    return Spec(PrimKind.ZERO, shape, (dst,), draw(st.booleans()), lim).canonical()
+    return Spec(kind, shape, ops, draw(st.booleans()), lim, params).canonical()
+
+
+def move_spec_st(**kw) -> st.SearchStrategy[Spec]:
+    """A canonical Move between two operands of one shape."""
+    return prim_spec_st(kinds=[PrimKind.MOVE], **kw)
+
+
+def fill_spec_st(**kw) -> st.SearchStrategy[Spec]:
+    """A canonical Fill (0 or -inf) of one operand."""
+    return prim_spec_st(kinds=[PrimKind.FILL], **kw)
 
 
 def spec_st(max_dim: int = 4, limits=None, levels=LEVELS,
             ranks=(1, 2, 3)) -> st.SearchStrategy[Spec]:
-    """Any of the small canonical Specs above (Move and Zero of a rank in ``ranks``)."""
+    """Any of the small canonical Specs above: every kind of the kind table."""
     return st.one_of(
         matmul_spec_st(max_dim=max_dim, limits=limits, levels=levels),
-        move_spec_st(max_dim=max_dim, limits=limits, levels=levels, ranks=ranks),
-        zero_spec_st(max_dim=max_dim, limits=limits, levels=levels, ranks=ranks),
+        prim_spec_st(max_dim=max_dim, limits=limits, levels=levels, ranks=ranks),
     )
 
 

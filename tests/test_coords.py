@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from strategies import layout_st, matmul_spec_st, spec_st
 
 import morello
+from morello.kinds import KINDS
 from morello import coords, layouts
 from morello.coords import (
     defined_for,
@@ -31,7 +32,7 @@ wide_spec_st = spec_st(max_dim=33)
 def _segments(spec):
     """The point of ``spec`` cut into its named segments (see ``morello.coords``)."""
     pt = list(spec_point(spec))
-    accum = [pt.pop(0)] if spec.kind in (PrimKind.MATMUL, PrimKind.MATMUL_ACCUM) else []
+    accum = [pt.pop(0)] if KINDS[spec.kind].member is not None else []
     rank = len(spec.shape)
     shape, pt = pt[:rank], pt[rank:]
     ops = [pt[4 * i:4 * i + 4] for i in range(len(spec.operands))]
@@ -67,8 +68,8 @@ def test_reachable_layouts_have_distinct_codes(shape):
 
 
 def test_layout_code_of_row_major_rank_3():
-    # Structure (1 + 6 + 36) + 0*36 + 2*6 + 4 = 59, unpacked -> 2 * 59.
-    assert layout_code(layouts.row_major(3), 3) == 118
+    # Structure (1 + 12 + 144) + 0*144 + 4*12 + 8 = 213, unpacked -> 2 * 213.
+    assert layout_code(layouts.row_major(3), 3) == 426
     assert layout_code(layouts.Layout(()), 0) == 0
 
 
@@ -95,7 +96,7 @@ def test_points_are_non_negative_ints_of_the_table_length(spec):
     assert all(type(c) is int and c >= 0 for c in point)
     # Keys are hashable and made of small ints and strings only.
     hash(key)
-    flat = [key[0], *key[1], key[2]]
+    flat = [key[0], *key[1], *key[2], key[3]]
     assert all(isinstance(x, (int, str)) for x in flat)
 
 
@@ -109,12 +110,12 @@ def test_accum_shares_the_matmul_table():
 
 def test_point_of_a_user_matmul():
     spec = morello.matmul(7, 13, 9, batch=2)
-    assert spec_key(spec) == ("Matmul", ("f32", "f32", "f32"), 4)
+    assert spec_key(spec) == ("Matmul", (), ("f32", "f32", "f32"), 4)
     # accum; b-1, m-1, k-1, n-1; per operand (GL, row-major, contiguous, no vector);
     # serial; RF, VRF raw, L1 = 512 lines -> 10, L2 = 4096 lines -> 13, GL = 2^25 -> 26.
     assert spec_point(spec) == (
         1, 1, 6, 12, 8,
-        4, 118, 0, 0, 4, 118, 0, 0, 4, 118, 0, 0,
+        4, 426, 0, 0, 4, 426, 0, 0, 4, 426, 0, 0,
         0, 16, 16, 10, 13, 26,
     )
 
@@ -129,18 +130,22 @@ def test_malformed_points_raise_value_error(spec):
 
 
 _KEYS = [
-    ("Matmul", ("f32", "f32", "f32"), 4),
-    ("Move", ("f32", "f32"), 3),
-    ("Move", ("f32", "f32"), 1),
-    ("Zero", ("f32",), 2),
+    ("Matmul", (), ("f32", "f32", "f32"), 4),
+    ("Move", (), ("f32", "f32"), 3),
+    ("Move", (), ("f32", "f32"), 1),
+    ("Fill", ("0.0",), ("f32",), 2),
+    ("Fill", ("-inf",), ("f32",), 1),
+    ("Max", (1,), ("f32", "f32"), 2),
+    ("Add", (), ("f32", "f32", "f32"), 3),
+    ("Broadcast", (0,), ("f32", "f32"), 2),
 ]
 
 
 @st.composite
 def _near_valid_point_st(draw, key):
     """A point whose segments are mostly in range (a raw random one almost never is)."""
-    family, dtypes, rank = key
-    pt = [draw(st.integers(0, 1))] if family == "Matmul" else []
+    family, _, dtypes, rank = key
+    pt = [draw(st.integers(0, 1))] if family in coords._HAS_MEMBER else []
     pt += [draw(st.integers(0, 40)) for _ in range(rank)]
     for _ in dtypes:
         level = draw(st.integers(0, 3))
@@ -213,5 +218,14 @@ def test_same_table_subspecs_are_below_their_parent(spec):
             assert len(mem) == NLEVELS == len(LEVELS)
 
 
-def test_module_documents_its_coordinate_order():
-    assert "accum" in coords.__doc__ and "bit_length" in coords.__doc__
+@given(spec_st(max_dim=4))
+def test_documented_segments_add_up_to_point_len(spec):
+    """The segment lengths of the module docstring (as ``_segments`` cuts them) are
+    ``point_len``'s, and the docstring lists the segments in that order."""
+    member, shape, ops, serial, mem = _segments(spec)
+    assert len(member) + len(shape) + 4 * len(ops) + len(serial) + len(mem) \
+        == point_len(spec_key(spec))
+    assert all(len(o) == 4 for o in ops) and len(serial) == 1 and len(mem) == NLEVELS
+    doc = coords.__doc__
+    names = ["member", "shape", "per operand", "serial", "memory limits"]
+    assert [doc.index(n) for n in names] == sorted(doc.index(n) for n in names)

@@ -44,7 +44,7 @@ def test_hand_steps_never_beat_the_search_and_stay_in_the_trace(m, k, n, data):
 def test_a_streaming_matvec_schedule_compiles_and_matches_numpy():
     spec = morello.matmul(1, 64, 256)
     prog = schedule(spec, [ToAccum(), None, Split(8), TileOut(2, 32)])
-    assert "Split(k=8)" in str(prog.impl)
+    assert "Split(size=8)" in str(prog.impl)
     _assert_matches_numpy(prog)
 
 

@@ -13,10 +13,9 @@ from strategies import (
     gl_matmul_spec_st,
     larger_limits_st,
     matmul_spec_st,
-    move_spec_st,
+    prim_spec_st,
     small_limits_st,
     spec_st,
-    zero_spec_st,
 )
 
 import morello
@@ -30,8 +29,6 @@ from morello.search import Engine
 from morello.specs import PrimKind, Spec
 from morello.tensorspec import TensorSpec
 
-# The native core expands Move and Zero Specs of rank 3 only (the rank of matmul
-# operands); see test_native_engine_solves_low_rank_moves_and_zeros.
 SEARCH_RANKS = (1, 2, 3)
 
 
@@ -43,8 +40,7 @@ def _tiny(spec: Spec) -> bool:
 # (the costliest to enumerate, about 0.3 s at volume 2) only up to volume 2.
 tiny_spec_st = st.one_of(
     matmul_spec_st(max_dim=2, limits=small_limits_st()).filter(_tiny),
-    move_spec_st(max_dim=2, limits=small_limits_st(), ranks=SEARCH_RANKS),
-    zero_spec_st(max_dim=2, limits=small_limits_st(), ranks=SEARCH_RANKS),
+    prim_spec_st(max_dim=2, limits=small_limits_st(), ranks=SEARCH_RANKS).filter(_tiny),
     gl_matmul_spec_st(max_dim=2, limits=small_limits_st()).filter(
         lambda s: s.volume <= 2),
 )
@@ -132,11 +128,11 @@ def _solved_impl(spec: Spec):
     return eng, reconstruct(spec, AVX2, eng.lookup)
 
 
-# A Zero of vector registers: found to have an Impl but no C (see the test body).
+# A Fill of vector registers: found to have an Impl but no C (see the test body).
 _VRF_ZERO = Spec(
-    PrimKind.ZERO, (1, 2, 4),
+    PrimKind.FILL, (1, 2, 4),
     (TensorSpec((1, 2, 4), Dtype.F32, Level.VRF, row_major(3), 1, 4).canonical(),),
-    False, MemoryLimits((0, 0, 0, 0, 0)),
+    False, MemoryLimits((0, 0, 0, 0, 0)), (0.0,),
 )
 
 
@@ -179,13 +175,14 @@ def test_synthesize_matches_engine(mkn):
     assert morello.synthesize(spec, db=False).cost == sol.cost.main
 
 
-@pytest.mark.parametrize("kind", [PrimKind.ZERO, PrimKind.MOVE])
-def test_native_engine_solves_low_rank_moves_and_zeros(kind):
+@pytest.mark.parametrize("kind", [PrimKind.FILL, PrimKind.MOVE])
+def test_native_engine_solves_low_rank_moves_and_fills(kind):
     shape = (2,)
     src = TensorSpec(shape, Dtype.F32, Level.L1, row_major(1), 1)
     dst = TensorSpec(shape, Dtype.F32, Level.RF, row_major(1), 1)
-    ops = (dst,) if kind is PrimKind.ZERO else (src, dst)
-    spec = Spec(kind, shape, ops, True, AVX2.max_limits()).canonical()
+    ops = (dst,) if kind is PrimKind.FILL else (src, dst)
+    params = (0.0,) if kind is PrimKind.FILL else ()
+    spec = Spec(kind, shape, ops, True, AVX2.max_limits(), params).canonical()
     python, _ = Engine(AVX2, native=False).solve(spec)
     assert python is not None
     assert _main(python) == exhaustive_main_cost(spec, AVX2)

@@ -251,6 +251,248 @@ def _vector_fill_emit(w, spec, ops, vt) -> None:
         w.line(f"{dst.vec(j)} = {fill};")
 
 
+# --- Streaming helpers (memory-bound kinds) --------------------------------------------
+#
+# Kinds other than Matmul see their operands only through L1 cache views, so their
+# kernels stream contiguous L1 tensors: a loop of four 8-wide vectors (32 floats) per
+# iteration, then single vectors, then a scalar tail. The volume is a compile-time
+# constant, so only the parts that run are emitted.
+
+def _in_l1(*ts: TensorSpec) -> Reason:
+    if any(t.level is not Level.L1 for t in ts):
+        return "operands must be in L1"
+    return None
+
+
+def _elementwise_check(spec: Spec, target: Target) -> Reason:
+    """Every operand in L1, contiguous, f32, with one layout (element for element)."""
+    ops = spec.operands
+    if reason := _in_l1(*ops):
+        return reason
+    for t in ops[1:]:
+        if reason := _same_contiguous_f32(ops[0], t):
+            return reason
+    return None
+
+
+def _stream_cost(n: int, target: Target, moves: int, ops: int) -> int:
+    """``n`` f32 elements streamed through vectors: per vector ``moves`` loads/stores and
+    ``ops`` arithmetic ops, per tail element a scalar op, and per call one vector move
+    (pointer setup, loop entry and exit: what makes one big call cheaper than many)."""
+    nvec, tail = divmod(n, 8)
+    c = target.costs
+    return nvec * (moves * c.vector_move + ops * c.fma) + tail * c.scalar_op + c.vector_move
+
+
+def _at(p: str, off: "int | str") -> str:
+    return p if off == 0 else f"{p} + {off}"
+
+
+def _stream_emit(w, n: int, reads: list[str], write: str, vop, sop) -> None:
+    """``write[i] = op(reads[0][i], ...)`` for i < n, over local pointers: ``vop`` makes
+    the vector expression from vector expressions, ``sop`` the scalar one."""
+
+    def vec(off) -> None:
+        args = [f"_mm256_loadu_ps({_at(p, off)})" for p in reads]
+        w.line(f"_mm256_storeu_ps({_at(write, off)}, {vop(args)});")
+
+    n32, n8 = n // 32 * 32, n // 8 * 8
+    if n32 > 32:
+        with w.block(f"for (long q = 0; q < {n32}; q += 32) {{"):
+            for j in range(4):
+                vec(_at("q", 8 * j))
+    else:
+        for off in range(0, n32, 8):
+            vec(off)
+    for off in range(n32, n8, 8):
+        vec(off)
+    if n - n8 == 1:
+        w.line(f"{write}[{n8}] = {sop([f'{p}[{n8}]' for p in reads])};")
+    elif n > n8:
+        with w.block(f"for (long q = {n8}; q < {n}; q++) {{"):
+            w.line(f"{write}[q] = {sop([f'{p}[q]' for p in reads])};")
+
+
+def _pointers(w, ops, writes: tuple[int, ...]) -> list[str]:
+    """Local restrict pointers ``p0, p1, ...`` to the operands' origins."""
+    names = []
+    for i, o in enumerate(ops):
+        const = "" if i in writes else "const "
+        names.append(f"p{i}")
+        w.line(f"{const}float *restrict p{i} = {o.ptr(0)};")
+    return names
+
+
+def _binary_emit(vfn: str, cop: str):
+    def emit(w, spec, ops, vt) -> None:
+        with w.block("{"):
+            a, b, out = _pointers(w, ops, (2,))
+            _stream_emit(w, spec.volume, [a, b], out,
+                         lambda v: f"{vfn}({v[0]}, {v[1]})", lambda x: f"{x[0]} {cop} {x[1]}")
+    return emit
+
+
+def _elementwise_cost(moves: int, ops: int):
+    return lambda s, t: _stream_cost(s.volume, t, moves, ops) + _io(s, t)
+
+
+# --- Add, Mul, Relu ---------------------------------------------------------------------
+
+def _relu_emit(w, spec, ops, vt) -> None:
+    with w.block("{"):
+        src, dst = _pointers(w, ops, (1,))
+        if spec.volume >= 8:
+            w.line("const __m256 zero = _mm256_setzero_ps();")
+        _stream_emit(w, spec.volume, [src], dst, lambda v: f"_mm256_max_ps({v[0]}, zero)",
+                     lambda x: f"{x[0]} > 0.0f ? {x[0]} : 0.0f")
+
+
+# --- Broadcast ----------------------------------------------------------------------------
+
+def _bcast_copy_check(spec: Spec, target: Target) -> Reason:
+    if spec.shape[spec.params[0]] != 1:
+        return "the broadcast dim is not 1"
+    return _elementwise_check(spec, target)
+
+
+def _bcast_copy_emit(w, spec, ops, vt) -> None:
+    with w.block("{"):
+        src, dst = _pointers(w, ops, (1,))
+        _stream_emit(w, spec.volume, [src], dst, lambda v: v[0], lambda x: x[0])
+
+
+def _bcast_scalar_check(spec: Spec, target: Target) -> Reason:
+    src, dst = spec.operands
+    if src.volume != 1:
+        return "src is not a scalar"
+    if reason := _in_l1(src, dst):
+        return reason
+    if not dst.contiguous:
+        return "dst is not contiguous"
+    return _all_f32(spec)
+
+
+def _splat_emit(w, n: int, dst: str, value: str) -> None:
+    """``dst[i] = value`` for i < n (``value`` a C float expression)."""
+    w.line(f"const float s = {value};")
+    if n >= 8:
+        w.line("const __m256 sv = _mm256_set1_ps(s);")
+    _stream_emit(w, n, [], dst, lambda v: "sv", lambda x: "s")
+
+
+def _bcast_scalar_emit(w, spec, ops, vt) -> None:
+    src, dst = ops
+    with w.block("{"):
+        w.line(f"float *restrict p1 = {dst.ptr(0)};")
+        _splat_emit(w, spec.volume, "p1", src.lval())
+
+
+# --- MaxAccum, SumAccum -------------------------------------------------------------------
+
+def _hreduce_check(spec: Spec, target: Target) -> Reason:
+    src, dst = spec.operands
+    if dst.volume != 1 or not _rf_or_l1(dst):
+        return "dst must be a scalar in RF or L1"
+    if src.level is not Level.L1 or not src.contiguous:
+        return "src must be contiguous in L1"
+    return _all_f32(spec)
+
+
+def _hreduce_cost(s: Spec, t: Target) -> int:
+    n = s.operands[0].volume
+    accs = min(4, n // 8)
+    return (_stream_cost(n, t, 1, 1) + max(accs - 1, 0) * t.costs.fma
+            + (t.costs.hsum if accs else 0) + t.costs.scalar_op + _io(s, t))
+
+
+def _hreduce_emit(vfn: str, hfn: str, sfold):
+    """Horizontal reduction of a contiguous src into a scalar dst: up to four vector
+    accumulators (initialized from src's first vectors), combined, reduced across lanes,
+    then the scalar tail, then folded into dst. ``sfold(a, b)`` is the scalar op."""
+
+    def emit(w, spec, ops, vt) -> None:
+        src, dst = ops
+        n = src.spec.volume
+        nvec = n // 8
+        accs = min(4, nvec)
+        n8 = nvec * 8
+        with w.block("{"):
+            w.line(f"const float *restrict p0 = {src.ptr(0)};")
+            if accs:
+                for a in range(accs):
+                    w.line(f"__m256 acc{a} = _mm256_loadu_ps({_at('p0', 8 * a)});")
+                n32 = n // 32 * 32
+                if n32 > 64:
+                    with w.block(f"for (long q = 32; q < {n32}; q += 32) {{"):
+                        for a in range(4):
+                            w.line(f"acc{a} = {vfn}(acc{a}, "
+                                   f"_mm256_loadu_ps({_at('p0 + q', 8 * a)}));")
+                elif n32 == 64:
+                    for a in range(4):
+                        w.line(f"acc{a} = {vfn}(acc{a}, _mm256_loadu_ps(p0 + {32 + 8 * a}));")
+                for j, off in enumerate(range(max(n32, 8 * accs), n8, 8)):
+                    w.line(f"acc{j} = {vfn}(acc{j}, _mm256_loadu_ps(p0 + {off}));")
+                if accs == 4:
+                    w.line(f"acc0 = {vfn}(acc0, acc1);")
+                    w.line(f"acc2 = {vfn}(acc2, acc3);")
+                    w.line(f"acc0 = {vfn}(acc0, acc2);")
+                else:
+                    for a in range(1, accs):
+                        w.line(f"acc0 = {vfn}(acc0, acc{a});")
+                w.line(f"float r = {hfn}(acc0);")
+                start = n8
+            else:
+                w.line("float r = p0[0];")
+                start = 1
+            if n - start == 1:
+                w.line(f"r = {sfold('r', f'p0[{start}]')};")
+            elif n > start:
+                with w.block(f"for (long q = {start}; q < {n}; q++) {{"):
+                    w.line(f"r = {sfold('r', 'p0[q]')};")
+            w.line(f"{dst.lval()} = {sfold(dst.lval(), 'r')};")
+
+    return emit
+
+
+def _max2(a: str, b: str) -> str:
+    return f"({b} > {a} ? {b} : {a})"
+
+
+def _sum2(a: str, b: str) -> str:
+    return f"{a} + {b}"
+
+
+def _accum_check(spec: Spec, target: Target) -> Reason:
+    if spec.shape[spec.params[0]] != 1:
+        return "the reduced dim is not 1"
+    return _elementwise_check(spec, target)
+
+
+def _accum_emit(vfn: str, sfold):
+    def emit(w, spec, ops, vt) -> None:
+        with w.block("{"):
+            src, dst = _pointers(w, ops, (1,))
+            _stream_emit(w, spec.volume, [dst, src], dst,
+                         lambda v: f"{vfn}({v[0]}, {v[1]})", lambda x: sfold(x[0], x[1]))
+    return emit
+
+
+# --- Fill (in L1, any value) ----------------------------------------------------------------
+
+def _l1_fill_check(spec: Spec, target: Target) -> Reason:
+    (dst,) = spec.operands
+    if dst.level is not Level.L1 or not dst.contiguous:
+        return "destination is not contiguous in L1"
+    return _all_f32(spec)
+
+
+def _l1_fill_emit(w, spec, ops, vt) -> None:
+    (dst,) = ops
+    with w.block("{"):
+        w.line(f"float *restrict p0 = {dst.ptr(0)};")
+        _splat_emit(w, spec.volume, "p0", _c_value(spec.params[0]))
+
+
 KERNELS: tuple[Kernel, ...] = (
     Kernel("MultAdd", PrimKind.MATMUL_ACCUM, _mult_add_check,
            lambda s, t: t.costs.scalar_op + _io(s, t), 0, _mult_add_emit,
@@ -286,6 +528,38 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("VectorFill", PrimKind.FILL, _vector_fill_check,
            lambda s, t: _vecs(s.operands[0]) * t.costs.vector_move, 0, _vector_fill_emit,
            "vector registers = value", needs_vrf=True),
+    # --- Add, Mul, Relu: streams over contiguous L1 tensors of one layout.
+    Kernel("VectorAdd", PrimKind.ADD, _elementwise_check, _elementwise_cost(3, 1), 0,
+           _binary_emit("_mm256_add_ps", "+"), "out = lhs + rhs over contiguous L1 tensors"),
+    Kernel("VectorMul", PrimKind.MUL, _elementwise_check, _elementwise_cost(3, 1), 0,
+           _binary_emit("_mm256_mul_ps", "*"), "out = lhs * rhs over contiguous L1 tensors"),
+    Kernel("VectorRelu", PrimKind.RELU, _elementwise_check, _elementwise_cost(2, 1), 1,
+           _relu_emit, "dst = max(src, 0) over contiguous L1 tensors"),
+    # --- Broadcast
+    Kernel("BroadcastCopy", PrimKind.BROADCAST, _bcast_copy_check, _elementwise_cost(2, 0),
+           0, _bcast_copy_emit, "a broadcast over an extent-1 dim: a contiguous L1 copy"),
+    Kernel("BroadcastScalar", PrimKind.BROADCAST, _bcast_scalar_check,
+           lambda s, t: _stream_cost(s.volume, t, 1, 0) + t.costs.broadcast + _io(s, t), 1,
+           _bcast_scalar_emit, "a scalar in L1 stored over a contiguous L1 tensor"),
+    # --- MaxAccum
+    Kernel("VectorMaxReduce", PrimKind.MAX_ACCUM, _hreduce_check, _hreduce_cost, 4,
+           _hreduce_emit("_mm256_max_ps", "morello_hmax8", _max2),
+           "dst = max(dst, max of a contiguous L1 src): vector maxima, then across lanes"),
+    Kernel("VectorMaxAccum", PrimKind.MAX_ACCUM, _accum_check, _elementwise_cost(3, 1), 0,
+           _accum_emit("_mm256_max_ps", _max2),
+           "dst = max(dst, src) elementwise (reduced dim of 1), contiguous L1 tensors"),
+    # --- SumAccum
+    Kernel("VectorSumReduce", PrimKind.SUM_ACCUM, _hreduce_check, _hreduce_cost, 4,
+           _hreduce_emit("_mm256_add_ps", "morello_hsum8", _sum2),
+           "dst += sum of a contiguous L1 src: vector sums, then across lanes"),
+    Kernel("VectorSumAccum", PrimKind.SUM_ACCUM, _accum_check, _elementwise_cost(3, 1), 0,
+           _accum_emit("_mm256_add_ps", _sum2),
+           "dst += src elementwise (reduced dim of 1), contiguous L1 tensors"),
+    # --- Fill: any value (MemsetZero only fills with zero)
+    Kernel("L1Fill", PrimKind.FILL, _l1_fill_check,
+           lambda s, t: _stream_cost(s.volume, t, 1, 0) + t.costs.broadcast
+           + move_cost(s.operands[0], t), 1, _l1_fill_emit,
+           "vector stores of a value over a contiguous L1 tensor"),
 )
 
 TABLE = KernelTable("avx2", KERNELS, VECTOR_TYPES)
