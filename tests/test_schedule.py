@@ -57,7 +57,7 @@ def _assert_matches_numpy(prog) -> None:
 
 
 def test_a_step_that_does_not_apply_names_the_hole_and_the_options():
-    with pytest.raises(RewriteError, match=r"Split\(k=8\) does not apply to Matmul.*applicable"):
+    with pytest.raises(RewriteError, match=r"Split\(size=8\) does not apply to Matmul.*applicable"):
         schedule(morello.matmul(4, 16, 16), [Split(8)])
 
 
