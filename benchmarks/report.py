@@ -26,15 +26,15 @@ prog = morello.synthesize(morello.matmul(int(m), int(k), int(n)), db=db)
 out = {"synthesis_seconds": prog.synthesis_seconds, "specs_solved": prog.stats.specs_solved,
        "cost": prog.cost}
 if bench == "1":
-    from morello.cli import _inputs, _numpy_seconds, _time, verify
+    from morello import timing
     fn = prog.compile()
-    ok, err = verify(prog, fn)
+    ok, err = prog.verify(fn)
     out["verified"] = ok
     if ok:
-        ins = _inputs(prog)
-        secs = _time(fn, ins, 7)
+        ins = prog.random_inputs()
+        secs = timing.seconds(fn, ins, 7)
         out["gflops"] = prog.spec.flops() / secs / 1e9
-        out["numpy_gflops"] = prog.spec.flops() / _numpy_seconds(ins, 7) / 1e9
+        out["numpy_gflops"] = prog.spec.flops() / timing.numpy_seconds(prog.spec, ins, 7) / 1e9
 out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps(out))
 """
@@ -65,7 +65,7 @@ def main() -> None:
             db = os.path.join(d, "bench.db")
             cold = run(m, k, n, db, "0")
             warm = run(m, k, n, db, "1")
-            st = stats(db, parse_target("avx2").db_key)
+            st = stats(db, parse_target("avx2"))
         rate = cold["specs_solved"] / max(cold["synthesis_seconds"], 1e-9)
         g = warm.get("gflops")
         print(f"| {m}×{k}×{n} | {cold['synthesis_seconds']:.2f} | "

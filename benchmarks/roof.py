@@ -128,7 +128,6 @@ def time_morello(fn, lhs, rhs, repeats: int) -> dict:
 
 def run_morello(shape, threads: int, db: str, repeats: int) -> dict:
     import morello
-    from morello.cli import _inputs
 
     b, m, k, n = shape
     spec = morello.matmul(m, k, n, batch=b, serial=threads == 1)
@@ -139,7 +138,7 @@ def run_morello(shape, threads: int, db: str, repeats: int) -> dict:
            "specs_solved": prog.stats.specs_solved, "cost": prog.cost,
            "flops": prog.spec.flops()}
     fn = prog.compile()
-    lhs, rhs = _inputs(prog)
+    lhs, rhs = prog.random_inputs()
     try:
         np.testing.assert_allclose(fn(lhs, rhs), lhs @ rhs, rtol=1e-4, atol=1e-3)
     except AssertionError as e:

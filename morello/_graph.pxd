@@ -62,6 +62,7 @@ cdef class SpecGraph:
 
     cdef int _ensure_forms(self, int64_t n) except -1
     cdef int64_t intern(self, const int64_t* rec) except -2
+    cdef int64_t _table_of(self, int64_t* key, int64_t nops) except -2
     cdef void operand_shape(self, const int64_t* rec, int64_t op,
                             int64_t* out) noexcept nogil
     cdef int64_t point(self, int64_t i, const int64_t* limits,

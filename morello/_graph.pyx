@@ -225,8 +225,8 @@ cdef class SpecGraph:
             raise IndexError(f"no logical id {i}")
         cdef const int64_t* r = self.records.data + i * self.width
         cdef int64_t form = r[0], MR = self.max_rank
-        return (form, tuple(r[1 + j] for j in range(self.f_rank.data[form])),
-                tuple(r[1 + MR + j] for j in range(self.f_nops.data[form])),
+        return (form, tuple([r[1 + j] for j in range(self.f_rank.data[form])]),
+                tuple([r[1 + MR + j] for j in range(self.f_nops.data[form])]),
                 bool(r[self.width - 1]))
 
     @property
@@ -252,12 +252,20 @@ cdef class SpecGraph:
                 key[1 + j] = self.t_dtype.data[copy[1 + self.max_rank + j]]
         t = _map_get(&self.table_index, key)
         if t == -1 and self.table_cb is not None:
-            t = self.table_cb(form, tuple(key[1 + j] for j in range(self.f_nops.data[form])))
-            _map_put(&self.table_index, key, t + 2)
+            t = self._table_of(key, self.f_nops.data[form])
         elif t >= 0:
             t -= 2  # stored as table + 2 so that -1 (none) differs from a miss
         _push(&self.id_table, t)
         return i
+
+    cdef int64_t _table_of(self, int64_t* key, int64_t nops) except -2:
+        """Ask ``table_cb`` for the table of ``key`` (form, dtype codes) and cache it."""
+        codes = []
+        for j in range(nops):
+            codes.append(key[1 + j])
+        t = self.table_cb(key[0], tuple(codes))
+        _map_put(&self.table_index, key, t + 2)
+        return t
 
     cdef void operand_shape(self, const int64_t* rec, int64_t op,
                             int64_t* out) noexcept nogil:

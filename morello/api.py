@@ -132,12 +132,12 @@ class _Session:
     def __init__(self, target: Target, db_path: Path | None) -> None:
         self.target = target
         self.db_path = db_path
-        self.roots = dbmod.load_roots(db_path, target.db_key) if db_path is not None else {}
+        self.roots = dbmod.load_roots(db_path, target) if db_path is not None else {}
         self._engine: Engine | None = None
 
     def engine(self, progress) -> Engine:
         if self._engine is None:
-            tables = dbmod.load(self.db_path, self.target.db_key) if self.db_path else {}
+            tables = dbmod.load(self.db_path, self.target) if self.db_path else {}
             self._engine = Engine(self.target, tables=tables)
         self._engine.progress = progress
         return self._engine
@@ -146,8 +146,8 @@ class _Session:
         if self._engine is not None:
             self._engine.persist()
         tables = ({k: t.to_arrays() for k, t in self._engine.tables.items()}
-                  if self._engine is not None else dbmod.load(self.db_path, self.target.db_key))
-        return dbmod.save(self.db_path, self.target.db_key, tables, self.roots)
+                  if self._engine is not None else dbmod.load(self.db_path, self.target))
+        return dbmod.save(self.db_path, self.target, tables, self.roots)
 
 
 _SESSIONS: dict[tuple[str, str | None], _Session] = {}
@@ -249,7 +249,7 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
     ``morello.memory.parse_target``).
     """
     tgt = parse_target(target, threads, calibration) if isinstance(target, str) else target
-    db_path = None if db is False else Path(db) if db is not None else dbmod.default_path(tgt.db_key)
+    db_path = dbmod.resolve(db, tgt)
     if db_path is not None:
         dbmod.check_writable(db_path)
     spec = spec.canonical()

@@ -8,30 +8,47 @@ import time
 
 import numpy as np
 
+from morello import timing
 from morello.errors import MorelloError
 
 EPILOG = """\
+operations (OP SIZES...):
+  matmul M K N [--batch B]     out[b] = lhs[b] @ rhs[b]   (lhs BxMxK, rhs BxKxN)
+  add|mul S1 [S2 S3 S4]         out = lhs + rhs, lhs * rhs (elementwise, 1 to 4 dims)
+  relu S1 [...]                 dst = max(src, 0)
+  fill S1 [...] [--value V]     dst = V (0 or -inf)
+  broadcast S1 [...] --dim D    dst (S1 x ...) = src repeated along D (src has size 1 there)
+  max|sum S1 [...] --dim D      dst = reduction of src along D (dst keeps D with size 1)
+
 examples:
   morello synth matmul 64 64 64          print the cheapest Impl tree with costs
   morello emit matmul 7 13 97 > k.c      print the C source (AVX2 intrinsics)
   morello run matmul 8 8 8 --batch 4     build, run on random inputs, check against numpy
   morello bench matmul 64 64 64 --json   ... and time it inside C (best of repeats)
+  morello bench add 512 1024             an elementwise add, next to numpy
+  morello bench max 512 1024 --dim 1     row maxima
   morello db stats                       what the database holds
   morello calibrate                      measure the cost model's constants on this host
 
-Results of every search are kept in a database (default: $XDG_CACHE_HOME/morello/<target>.db,
-i.e. ~/.cache/morello/avx2.db) and reused by later searches, for any shape; --db chooses
-another file.
+Results of every search are kept in a database (default:
+$XDG_CACHE_HOME/morello/<target>@<constants>+<actions>.db) and reused by later searches,
+for any shape; --db chooses another file.
 """
+
+OPS = ("matmul", "add", "mul", "relu", "fill", "broadcast", "max", "sum")
 
 
 def _add_spec_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("op", choices=["matmul"], help="the operation (only matmul so far)")
-    p.add_argument("m", type=int, help="rows of lhs and out")
-    p.add_argument("k", type=int, help="reduction size (cols of lhs, rows of rhs)")
-    p.add_argument("n", type=int, help="cols of rhs and out")
+    p.add_argument("op", choices=OPS, metavar="OP",
+                   help=f"the operation: {', '.join(OPS)} (see `morello --help`)")
+    p.add_argument("sizes", type=int, nargs="+", metavar="SIZE",
+                   help="matmul: M K N; the others: the tensor's 1 to 4 sizes")
     p.add_argument("--batch", type=int, default=1, metavar="B",
-                   help="batch size: B independent matmuls (default 1)")
+                   help="matmul only: B independent matmuls (default 1)")
+    p.add_argument("--dim", type=int, default=None, metavar="D",
+                   help="max, sum: the dim reduced; broadcast: the dim repeated")
+    p.add_argument("--value", type=float, default=0.0, metavar="V",
+                   help="fill only: the value, 0 or -inf (default 0)")
     p.add_argument("--dtype", default="f32", help="element type (default f32)")
     p.add_argument("--target", default="avx2", help="target ISA (default avx2)")
     p.add_argument("--db", metavar="PATH", default=None,
@@ -103,58 +120,41 @@ def _progress(quiet: bool):
     return stderr_progress
 
 
+def _spec(args):
+    from morello.api import CONSTRUCTORS
+
+    op = args.op
+    kw = dict(dtype=args.dtype, target=args.target, serial=args.threads == 1)
+    if op == "matmul":
+        if len(args.sizes) != 3:
+            raise MorelloError(f"matmul takes three sizes M K N, got {len(args.sizes)}")
+        return CONSTRUCTORS[op](*args.sizes, batch=args.batch, **kw)
+    if args.batch != 1:
+        raise MorelloError("--batch is for matmul only")
+    if op in ("max", "sum", "broadcast"):
+        if args.dim is None:
+            raise MorelloError(f"{op} needs --dim D (the dim it "
+                               f"{'repeats' if op == 'broadcast' else 'reduces'})")
+        kw["dim"] = args.dim
+    elif args.dim is not None:
+        raise MorelloError(f"--dim is for max, sum and broadcast, not {op}")
+    if op == "fill":
+        kw["value"] = args.value
+    elif args.value != 0.0:
+        raise MorelloError("--value is for fill only")
+    return CONSTRUCTORS[op](*args.sizes, **kw)
+
+
 def _program(args):
     import morello
 
-    spec = morello.matmul(args.m, args.k, args.n, batch=args.batch, dtype=args.dtype,
-                          target=args.target, serial=args.threads == 1)
+    spec = _spec(args)
     quiet = args.quiet or getattr(args, "json", False)
     prog = morello.synthesize(spec, target=args.target, db=args.db, progress=_progress(quiet),
                               threads=args.threads, calibration=args.calibration)
     if not quiet and prog.synthesis_seconds > 0.5:
         print(file=sys.stderr)
     return prog
-
-
-def _inputs(prog, seed: int = 0):
-    rng = np.random.default_rng(seed)
-    return [rng.uniform(-1, 1, size=o.shape).astype(o.dtype.np)
-            for o in prog.spec.operands[:-1]]
-
-
-def verify(prog, fn) -> tuple[bool, float]:
-    """Run ``fn`` on random inputs; compare with numpy. Returns (ok, max abs error)."""
-    ins = _inputs(prog)
-    out = fn(*ins)
-    ref = prog.reference(*ins)
-    k = prog.spec.shape[2]
-    err = float(np.max(np.abs(out - ref))) if out.size else 0.0
-    ok = bool(np.allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1, k)))
-    return ok, err
-
-
-def _time(fn, ins, repeats: int) -> float:
-    once = fn.time(*ins, iters=1)
-    iters = max(1, min(1_000_000, int(0.05 / max(once, 1e-9))))
-    fn.time(*ins, iters=iters)  # warm-up
-    return min(fn.time(*ins, iters=iters) for _ in range(max(1, repeats)))
-
-
-def _numpy_seconds(ins, repeats: int) -> float:
-    a, b = ins
-    if a.shape[0] == 1:  # plain 2-D matmul: numpy's fastest path for batch 1
-        a, b = a[0], b[0]
-    once = time.perf_counter()
-    np.matmul(a, b)
-    once = time.perf_counter() - once
-    iters = max(1, min(100_000, int(0.05 / max(once, 1e-7))))
-    best = float("inf")
-    for _ in range(max(1, repeats)):
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            np.matmul(a, b)
-        best = min(best, (time.perf_counter() - t0) / iters)
-    return best
 
 
 def cmd_synth(args) -> int:
@@ -179,7 +179,7 @@ def cmd_run(args) -> int:
     _need_compiler()
     prog = _program(args)
     fn = prog.compile()
-    ok, err = verify(prog, fn)
+    ok, err = prog.verify(fn)
     print(f"{prog.spec.logical_str()}: {'matches numpy' if ok else 'MISMATCH'} "
           f"(max abs error {err:.3g})")
     return 0 if ok else 1
@@ -189,8 +189,9 @@ def cmd_bench(args) -> int:
     _need_compiler()
     prog = _program(args)
     fn = prog.compile()
-    ok, err = verify(prog, fn)
+    ok, err = prog.verify(fn)
     flops = prog.spec.flops()
+    nbytes = sum(o.bytes for o in prog.spec.operands)
     result = {
         "spec": prog.spec.logical_str(),
         "threads": prog.target.processors,
@@ -202,11 +203,13 @@ def cmd_bench(args) -> int:
         "logical_specs": prog.stats.logical_specs,
     }
     if ok:
-        ins = _inputs(prog)
-        secs = _time(fn, ins, args.repeats)
-        np_secs = _numpy_seconds(ins, args.repeats)
+        ins = prog.random_inputs()
+        secs = timing.seconds(fn, ins, args.repeats)
+        np_secs = timing.numpy_seconds(prog.spec, ins, args.repeats)
         result.update(seconds_per_call=secs, gflops=flops / secs / 1e9,
-                      numpy_seconds_per_call=np_secs, numpy_gflops=flops / np_secs / 1e9)
+                      gbytes_per_s=nbytes / secs / 1e9,
+                      numpy_seconds_per_call=np_secs, numpy_gflops=flops / np_secs / 1e9,
+                      numpy_gbytes_per_s=nbytes / np_secs / 1e9)
     else:
         result.update(seconds_per_call=None, gflops=None)
     if args.json:
@@ -224,8 +227,8 @@ def cmd_db(args) -> int:
     from morello.memory import parse_target
 
     tgt = parse_target(args.target, args.threads, args.calibration)
-    path = Path(args.db) if args.db else dbmod.default_path(tgt.db_key)
-    stats = dbmod.stats(path, tgt.db_key)
+    path = Path(args.db) if args.db else dbmod.default_path(tgt)
+    stats = dbmod.stats(path, tgt)
     if args.json:
         print(json.dumps(stats))
     else:

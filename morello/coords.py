@@ -64,6 +64,10 @@ _HAS_MEMBER = {f for f, m in FAMILIES.items() if None not in m}
 _OPERAND_COORDS = 4
 
 
+# The version of this coordinate scheme: bump it with any change to the encoders, so
+# that stored tables are never read under another (``morello.rewrites.actions_fingerprint``).
+SCHEME = 2
+
 # --- Natural-number pairing ----------------------------------------------------------
 
 def _pair(a: int, b: int) -> int:

@@ -1,13 +1,17 @@
 """The persistent database: every solved (Spec, limits box) -> optimum, on disk.
 
-File format: one JSON header line (format name, version, target), one JSON line of
+File format: one JSON header line (format name, version, target, actions), one JSON line of
 *roots* (the stable text form of each Spec a user asked for -> the action trace of its
 optimal Impl and its cost, so repeating a query replays it without loading the tables),
 then a zlib-compressed pickle of ``{table key: (lo, hi, values)}``, the int64 arrays of each compressed memo table
 (``morello._memo.MemoTable.to_arrays``; coordinates of ``morello.coords``). Writes are
 atomic (temporary file in the same directory, fsync, rename), so an interrupted process
-leaves either the old file or the new one. A file with another format, version or target,
-or that fails to parse, is refused with a DatabaseError and never used.
+leaves either the old file or the new one. A file with another format, version, target
+(name and cost constants, ``Target.db_key``) or action table (``actions``: the
+fingerprint of everything a stored action index depends on,
+``morello.rewrites.actions_fingerprint``), or that fails to parse, is refused with a
+DatabaseError and never used. The default file's name carries both, so a morello with
+another action table starts a fresh database beside the old one.
 """
 from __future__ import annotations
 
@@ -23,12 +27,38 @@ import numpy as np
 from morello.errors import DatabaseError
 
 FORMAT = "morello-db"
-VERSION = 9
+VERSION = 10
 
 
-def default_path(target_name: str) -> Path:
+def identity(target) -> tuple[str, str]:
+    """What results depend on: the target's key and the actions fingerprint."""
+    from morello.rewrites import actions_fingerprint
+
+    return target.db_key, actions_fingerprint(target)
+
+
+def default_path(target) -> Path:
+    """``$XDG_CACHE_HOME/morello/<target key>+<actions fingerprint>.db``."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "morello" / f"{target_name}.db"
+    key, actions = identity(target)
+    return Path(base) / "morello" / f"{key}+{actions}.db"
+
+
+def superseded(target) -> list[Path]:
+    """Default databases of this target written under other action tables."""
+    path = default_path(target)
+    key, _ = identity(target)
+    try:
+        return sorted(p for p in path.parent.glob(f"{key}+*.db") if p != path)
+    except OSError:
+        return []
+
+
+def resolve(db, target) -> Path | None:
+    """The database path a ``db=`` argument names: None/False/a path (see ``synthesize``)."""
+    if db is False:
+        return None
+    return Path(db) if db is not None else default_path(target)
 
 
 def check_writable(path: Path) -> None:
@@ -52,7 +82,8 @@ def check_writable(path: Path) -> None:
         raise DatabaseError(f"database path {path} is not writable: {e.strerror}") from None
 
 
-def _read(path: Path, target_name: str, tables: bool):
+def _read(path: Path, target, tables: bool):
+    target_name, actions = identity(target)
     try:
         with open(path, "rb") as f:
             header = json.loads(f.readline().decode("utf-8"))
@@ -72,6 +103,12 @@ def _read(path: Path, target_name: str, tables: bool):
                 raise DatabaseError(
                     f"{path} holds results for target {header.get('target')!r}, "
                     f"not {target_name!r}; pass another --db")
+            if header.get("actions") != actions:
+                raise DatabaseError(
+                    f"{path} was written under another action table (actions "
+                    f"{header.get('actions')}, this morello has {actions}: kernels, tile "
+                    "sizes or kinds changed), so its stored decisions would be misread; "
+                    "delete it or pass another --db")
             roots = json.loads(f.readline().decode("utf-8"))
             if not isinstance(roots, dict):
                 raise DatabaseError(f"{path} is corrupt (unexpected roots)")
@@ -91,23 +128,25 @@ def _read(path: Path, target_name: str, tables: bool):
     return boxes
 
 
-def load(path: Path, target_name: str) -> dict:
+def load(path: Path, target) -> dict:
     """The stored tables, or {} if the file does not exist."""
     path = Path(path)
-    return _read(path, target_name, True) if path.exists() else {}
+    return _read(path, target, True) if path.exists() else {}
 
 
-def load_roots(path: Path, target_name: str) -> dict:
+def load_roots(path: Path, target) -> dict:
     """The stored roots (Spec text -> {"trace", "cost"}), or {} if there is no file."""
     path = Path(path)
-    return _read(path, target_name, False) if path.exists() else {}
+    return _read(path, target, False) if path.exists() else {}
 
 
-def save(path: Path, target_name: str, boxes: dict, roots: dict | None = None) -> int:
+def save(path: Path, target, boxes: dict, roots: dict | None = None) -> int:
     """Atomically write the tables ``boxes`` and ``roots``; return the file size."""
     path = Path(path)
     check_writable(path)
-    header = json.dumps({"format": FORMAT, "version": VERSION, "target": target_name})
+    target_name, actions = identity(target)
+    header = json.dumps({"format": FORMAT, "version": VERSION, "target": target_name,
+                         "actions": actions})
     try:
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     except OSError as e:
@@ -141,23 +180,24 @@ def _narrow(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def stats(path: Path, target_name: str) -> dict:
+def stats(path: Path, target) -> dict:
     """Specs covered (points, counting each limit vector), stored boxes, compression
     ratio and bytes on disk."""
     from morello._memo import MemoTable
 
     path = Path(path)
-    tables = {k: MemoTable.from_arrays(*v) for k, v in load(path, target_name).items()}
+    tables = {k: MemoTable.from_arrays(*v) for k, v in load(path, target).items()}
     boxes = sum(len(t) for t in tables.values())
     covered = sum(t.covered() for t in tables.values())
     return {
         "path": str(path),
-        "target": target_name,
+        "target": target.db_key,
+        "actions": identity(target)[1],
         "boxes": boxes,
         "specs_covered": covered,
-        "roots": len(load_roots(path, target_name)),
+        "roots": len(load_roots(path, target)),
         "compression_ratio": round(covered / boxes, 2) if boxes else 0.0,
-        "tables": {"/".join(map(str, (k[0], *k[1], k[2]))): len(t)
+        "tables": {"/".join(map(str, (k[0], *k[1], *k[2], k[3]))): len(t)
                    for k, t in tables.items()},
         "bytes": path.stat().st_size if path.exists() else 0,
     }

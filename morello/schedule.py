@@ -41,7 +41,7 @@ def schedule(spec: Spec, steps: list[Action | None], target: str | Target = "avx
     from morello import db as dbmod
 
     tgt = parse_target(target, threads, calibration) if isinstance(target, str) else target
-    db_path = None if db is False else Path(db) if db is not None else dbmod.default_path(tgt.db_key)
+    db_path = dbmod.resolve(db, tgt)
     spec = spec.canonical()
     t0 = time.perf_counter()
     sess = _session(tgt, db_path)

@@ -10,19 +10,29 @@ replaying action indices (``morello.impl``).
 """
 from __future__ import annotations
 
-from morello.memory import Target
+import functools
+import hashlib
+import json
+
+from morello.memory import DESTINATIONS, Target
 from morello.rewrites.accum import ToAccum
 from morello.rewrites.base import Expansion, RewriteError
-from morello.rewrites.move import Move, move_actions
+from morello.rewrites.move import LAYOUT_SCHEME, PACK_SIZES, Move, move_actions
 from morello.rewrites.select import Select, select_actions
-from morello.rewrites.tile import Split, TileOut, split_actions, tile_actions
+from morello.rewrites.tile import (
+    Split,
+    TileOut,
+    split_actions,
+    tile_actions,
+    tile_size_table,
+)
 from morello.specs import KINDS, Spec
 
 Action = TileOut | Split | Move | ToAccum | Select
 
 __all__ = [
     "Action", "Expansion", "Move", "RewriteError", "Select", "Split", "TileOut",
-    "ToAccum", "actions",
+    "ToAccum", "actions", "actions_fingerprint",
 ]
 
 
@@ -36,3 +46,57 @@ def actions(spec: Spec, target: Target) -> list[Action]:
         out.append(ToAccum())
     out.extend(split_actions(spec, target))
     return out
+
+
+@functools.lru_cache(maxsize=16)
+def actions_fingerprint(target: Target) -> str:
+    """A fingerprint of everything an action index depends on for ``target``.
+
+    An action's identity in a stored result is its position in ``actions(spec)``, which
+    depends on the kind table (operands, operand maps, reads and writes, twins, staging,
+    row dims, families), the target's kernel names per kind, the tile, row-only and pack
+    sizes, the layout candidates and move destinations, and the coordinate scheme.
+    Databases carry this fingerprint and are refused under another one (``morello.db``),
+    so adding a kernel or a tile size can never make stored indices name other actions.
+    """
+    from morello import coords
+    from morello.kernels import table_for
+    from morello.kinds import FILL_VALUES
+
+    kinds = []
+    for kind, info in KINDS.items():
+        lo, hi = info.ranks
+        maps = []
+        for rank in range(lo, hi + 1):
+            choices = [range(rank) if n == "dim" else FILL_VALUES for n in info.params]
+            for params in _product(choices):
+                maps.append([rank, [repr(p) for p in params],
+                             info.operand_map(rank, params)])
+        kinds.append([kind.name, info.title, info.params, info.operands, info.reads,
+                      info.writes, info.family, info.member,
+                      info.accum.name if info.accum else None,
+                      None if info.init is None else repr(info.init), info.accumulates,
+                      info.staging, info.vrf_operands, info.l2_views, info.row_dim, maps])
+    ident = {
+        "kinds": kinds,
+        "kernels": table_for(target).identity(),
+        "tiles": tile_size_table(target),
+        "packs": PACK_SIZES,
+        "layouts": LAYOUT_SCHEME,
+        "destinations": sorted((int(k), [int(v) for v in vs])
+                               for k, vs in DESTINATIONS.items()),
+        "vector_bytes": target.vector_bytes,
+        "coords": coords.SCHEME,
+    }
+    text = json.dumps(ident, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def _product(choices):
+    if not choices:
+        yield ()
+        return
+    for head in choices[0]:
+        for rest in _product(choices[1:]):
+            yield (head, *rest)
+

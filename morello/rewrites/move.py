@@ -34,6 +34,9 @@ from morello.specs import KINDS, PrimKind, Spec
 from morello.tensorspec import TensorSpec, fresh
 
 PACK_SIZES = (8, 16)
+# Bump when the rules of ``layout_candidates`` or ``operand_moves`` change: Move indices
+# depend on them (``morello.rewrites.actions_fingerprint``).
+LAYOUT_SCHEME = 1
 
 
 @functools.lru_cache(maxsize=1 << 12)

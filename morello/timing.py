@@ -1,0 +1,37 @@
+"""Timing a compiled program and numpy doing the same, for benchmarks and the CLI."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+
+def seconds(fn, ins, repeats: int = 7) -> float:
+    """Seconds per call of a compiled program, timed inside C (best of ``repeats`` runs of
+    about 50 ms, after a warm-up)."""
+    once = fn.time(*ins, iters=1)
+    iters = max(1, min(1_000_000, int(0.05 / max(once, 1e-9))))
+    fn.time(*ins, iters=iters)  # warm-up
+    return min(fn.time(*ins, iters=iters) for _ in range(max(1, repeats)))
+
+
+def numpy_seconds(spec, ins, repeats: int = 7) -> float:
+    """Seconds per call of the kind's numpy reference into a preallocated output (best of
+    ``repeats``). Batch-1 matmuls run as 2-D matmuls, numpy's fastest path for them."""
+    from morello.kinds import KINDS
+
+    ref = KINDS[spec.kind].reference
+    out = np.zeros(spec.output.shape, spec.output.dtype.np)
+    if spec.kind.name == "MATMUL" and spec.shape[0] == 1:
+        ins, out = [a[0] for a in ins], out[0]
+    once = time.perf_counter()
+    ref(spec.params, ins, out)
+    once = time.perf_counter() - once
+    iters = max(1, min(100_000, int(0.05 / max(once, 1e-7))))
+    best = float("inf")
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            ref(spec.params, ins, out)
+        best = min(best, (time.perf_counter() - t0) / iters)
+    return best
