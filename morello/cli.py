@@ -145,11 +145,27 @@ def _spec(args):
     return CONSTRUCTORS[op](*args.sizes, **kw)
 
 
+def _note_superseded(args, quiet: bool) -> None:
+    """Say when the default database starts fresh because older ones were written under
+    another action table (they stay where they are)."""
+    if args.db is not None or quiet:
+        return
+    from morello import db as dbmod
+    from morello.memory import parse_target
+
+    tgt = parse_target(args.target, args.threads, args.calibration)
+    if not dbmod.default_path(tgt).exists():
+        for old in dbmod.superseded(tgt):
+            print(f"morello: note: {old} was written under another action table; "
+                  f"starting {dbmod.default_path(tgt).name} beside it", file=sys.stderr)
+
+
 def _program(args):
     import morello
 
     spec = _spec(args)
     quiet = args.quiet or getattr(args, "json", False)
+    _note_superseded(args, quiet)
     prog = morello.synthesize(spec, target=args.target, db=args.db, progress=_progress(quiet),
                               threads=args.threads, calibration=args.calibration)
     if not quiet and prog.synthesis_seconds > 0.5:

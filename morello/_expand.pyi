@@ -1,0 +1,10 @@
+"""Type stub of the native expander (see _expand.pyx)."""
+from typing import Any, Callable, Sequence
+
+from morello._graph import SpecGraph
+
+class Expander:
+    def __init__(self, graph: SpecGraph, native: Any,
+                 compile_cb: Callable[[int], list[int]], processors: int, par_setup: int,
+                 par_iter: int, tile_sizes: Sequence[tuple[int, bool]], gl_run: int,
+                 streams: int) -> None: ...
