@@ -42,6 +42,12 @@ cdef class Expander:
     cdef int compile(self, int64_t i, rows_t* rows) except -1
     cdef int _compile_flat(self, int64_t i, rows_t* rows) except -1
     cdef int _compile_native(self, int64_t i, rows_t* rows) except -1
+    cdef int64_t _move_rows(self, rows_t* rows, const int64_t* rec, int64_t idx) except -1
+    cdef int64_t _tile_rows(self, rows_t* rows, const int64_t* rec, int64_t idx) except -1
+    cdef int64_t _kernel_rows(self, rows_t* rows, int64_t i, const int64_t* rec,
+                              int64_t idx) except -1
+    cdef int64_t _accum_rows(self, rows_t* rows, const int64_t* rec, int64_t idx) except -1
+    cdef int64_t _split_rows(self, rows_t* rows, const int64_t* rec, int64_t idx) except -1
     cdef int64_t _tile(self, int64_t tid, const int64_t* shape, int64_t rank) except -2
     cdef int64_t _moves(self, int64_t form, int64_t op, int64_t tid) except -2
     cdef int64_t _tiled(self, const int64_t* rec, int64_t sdim, int64_t size,

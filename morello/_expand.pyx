@@ -213,23 +213,31 @@ cdef class Expander:
         return 0
 
     cdef int _compile_native(self, int64_t i, rows_t* rows) except -1:
+        """The rows of logical id ``i``, family by family in ``rewrites.actions`` order;
+        each family returns the next action index."""
         cdef SpecGraph g = self.g
-        cdef int64_t MO = g.max_operands, MR = g.max_rank, W = g.width
         cdef int64_t rec[2 + HARD_MAX_RANK + HARD_MAX_OPERANDS]
+        cdef int64_t idx
+        memcpy(rec, g.records.data + i * g.width, g.width * sizeof(int64_t))
+        idx = self._move_rows(rows, rec, 0)
+        idx = self._tile_rows(rows, rec, idx)
+        idx = self._kernel_rows(rows, i, rec, idx)
+        idx = self._accum_rows(rows, rec, idx)
+        self._split_rows(rows, rec, idx)
+        return 0
+
+    cdef int64_t _move_rows(self, rows_t* rows, const int64_t* rec, int64_t idx) except -1:
+        """Move (``rewrites/move.py``), operand by operand: prologue (if read), body,
+        epilogue (if written)."""
+        cdef SpecGraph g = self.g
+        cdef int64_t MO = g.max_operands, MR = g.max_rank, W = g.width, form = rec[0]
         cdef int64_t t[2 + HARD_MAX_RANK + HARD_MAX_OPERANDS]
-        cdef int64_t shp[HARD_MAX_RANK]
         cdef int64_t children[3]
         cdef int64_t ones[3]
-        cdef int64_t form, nops, rank, op, j, n, start, base, dest, nch, idx = 0, top, d
-        cdef int64_t size, par, sd, out, oprank, row_dim, mform, tid, k, mask
-        cdef bint any_kernel, ok, view
-        memcpy(rec, g.records.data + i * W, W * sizeof(int64_t))
+        cdef int64_t op, j, n, start, base, dest, nch, oprank, mform, tid
+        cdef bint view
         ones[0] = ones[1] = ones[2] = 1
-        form = rec[0]
-        nops = g.f_nops.data[form]
-        rank = g.f_rank.data[form]
-        # 1. Move, operand by operand: prologue (if read), body, epilogue (if written).
-        for op in range(nops):
+        for op in range(g.f_nops.data[form]):
             tid = rec[1 + MR + op]
             start = self._moves(form, op, tid)
             n = self.moves.data[start]
@@ -255,15 +263,19 @@ cdef class Expander:
                     push_row(rows, idx, self.moves.data[base + 4], self.moves.data[base + 2],
                              self.moves.data[base + 3], nch, children, ones)
                 idx += 1
-        # 2. TileOut over the output's dims, serial then parallel.
-        out = g.f_out.data[form]
-        g.operand_shape(rec, out, shp)
-        top = 0
+        return idx
+
+    cdef int64_t _tile_rows(self, rows_t* rows, const int64_t* rec, int64_t idx) except -1:
+        """TileOut (``rewrites/tile.py``) over the output's dims, serial then parallel."""
+        cdef SpecGraph g = self.g
+        cdef int64_t MR = g.max_rank, form = rec[0], top = 0, par, d, sd, j, size
+        cdef int64_t shp[HARD_MAX_RANK]
+        cdef int64_t row_dim = g.f_row_dim.data[form]
+        g.operand_shape(rec, g.f_out.data[form], shp)
         for d in range(g.f_nout.data[form]):
             if shp[d] > top:
                 top = shp[d]
-        row_dim = g.f_row_dim.data[form]
-        for par in range(1 if rec[W - 1] else 2):
+        for par in range(1 if rec[g.width - 1] else 2):
             for d in range(g.f_nout.data[form]):
                 sd = g.f_outdims.data[form * MR + d]
                 if sd < 0:
@@ -276,45 +288,67 @@ cdef class Expander:
                         continue
                     self._loop_row(rows, rec, idx, sd, size, par == 1)
                     idx += 1
-        # 3. Select, asking Python only when a kernel's necessary conditions hold.
-        any_kernel = False
-        for k in range(g.f_nkernels.data[form]):
-            mask = g.f_kunit.data[form * g.max_kernels + k]
+        return idx
+
+    cdef int64_t _kernel_rows(self, rows_t* rows, int64_t i, const int64_t* rec,
+                              int64_t idx) except -1:
+        """Select (``rewrites/select.py``), asking Python only when some kernel's
+        necessary conditions hold."""
+        cdef SpecGraph g = self.g
+        cdef int64_t MR = g.max_rank, form = rec[0], k, d, op, mask
+        cdef int64_t nk = g.f_nkernels.data[form], base = form * g.max_kernels
+        cdef bint ok
+        cdef int64_t none[1]
+        for k in range(nk):
+            mask = g.f_kunit.data[base + k]
             ok = True
-            for d in range(rank):
+            for d in range(g.f_rank.data[form]):
                 if (mask >> d) & 1 and rec[1 + d] != 1:
                     ok = False
-            if ok and g.f_kvrf.data[form * g.max_kernels + k]:
+            if ok and g.f_kvrf.data[base + k]:
                 ok = False
-                for op in range(nops):
+                for op in range(g.f_nops.data[form]):
                     if g.t_vrf.data[rec[1 + MR + op]]:
                         ok = True
             if ok:
-                any_kernel = True
+                flat = self.native.select(i)
+                for k in range(0, len(flat), 3):
+                    push_row(rows, idx + flat[k], flat[k + 1], 1, flat[k + 2], 0, none, none)
                 break
-        if any_kernel:
-            flat = self.native.select(i)
-            for k in range(0, len(flat), 3):
-                push_row(rows, idx + flat[k], flat[k + 1], 1, flat[k + 2], 0, children, ones)
-        idx += g.f_nkernels.data[form]
-        # 4. ToAccum: fill the output, then the accumulating twin.
-        if g.f_accum.data[form] >= 0:
-            g.operand_shape(rec, out, shp)
-            t[0] = g.f_fill.data[form]
-            for j in range(MR):
-                t[1 + j] = shp[j] if j < g.f_oprank.data[form * MO + out] else 0
-            for j in range(MO):
-                t[1 + MR + j] = rec[1 + MR + out] if j == 0 else -1
-            t[W - 1] = rec[W - 1]
-            children[0] = g.intern(t)
-            memcpy(t, rec, W * sizeof(int64_t))
-            t[0] = g.f_accum.data[form]
-            children[1] = g.intern(t)
-            push_row(rows, idx, 0, 0, 0, 2, children, ones)
-            idx += 1
-        # 5. Split over each reduction dim of an accumulating form.
+        return idx + nk
+
+    cdef int64_t _accum_rows(self, rows_t* rows, const int64_t* rec, int64_t idx) except -1:
+        """ToAccum (``rewrites/accum.py``): fill the output, then the accumulating twin."""
+        cdef SpecGraph g = self.g
+        cdef int64_t MO = g.max_operands, MR = g.max_rank, W = g.width, form = rec[0], j
+        cdef int64_t out = g.f_out.data[form]
+        cdef int64_t t[2 + HARD_MAX_RANK + HARD_MAX_OPERANDS]
+        cdef int64_t shp[HARD_MAX_RANK]
+        cdef int64_t children[2]
+        cdef int64_t ones[2]
+        if g.f_accum.data[form] < 0:
+            return idx
+        ones[0] = ones[1] = 1
+        g.operand_shape(rec, out, shp)
+        t[0] = g.f_fill.data[form]
+        for j in range(MR):
+            t[1 + j] = shp[j] if j < g.f_oprank.data[form * MO + out] else 0
+        for j in range(MO):
+            t[1 + MR + j] = rec[1 + MR + out] if j == 0 else -1
+        t[W - 1] = rec[W - 1]
+        children[0] = g.intern(t)
+        memcpy(t, rec, W * sizeof(int64_t))
+        t[0] = g.f_accum.data[form]
+        children[1] = g.intern(t)
+        push_row(rows, idx, 0, 0, 0, 2, children, ones)
+        return idx + 1
+
+    cdef int64_t _split_rows(self, rows_t* rows, const int64_t* rec, int64_t idx) except -1:
+        """Split (``rewrites/tile.py``) over each reduction dim of an accumulating form."""
+        cdef SpecGraph g = self.g
+        cdef int64_t form = rec[0], k, j, sd, size
         for k in range(g.f_nsplit.data[form]):
-            sd = g.f_split.data[form * MR + k]
+            sd = g.f_split.data[form * g.max_rank + k]
             for j in range(self.tile_sizes.n):
                 size = self.tile_sizes.data[j]
                 if size >= rec[1 + sd]:
@@ -323,7 +357,7 @@ cdef class Expander:
                     continue
                 self._loop_row(rows, rec, idx, sd, size, False)
                 idx += 1
-        return 0
+        return idx
 
     cdef int64_t _move_record(self, const int64_t* rec, int64_t op, int64_t oprank,
                               int64_t mform, int64_t src, int64_t dst,
