@@ -276,12 +276,15 @@ def _elementwise_check(spec: Spec, target: Target) -> Reason:
 
 
 def _stream_cost(n: int, target: Target, moves: int, ops: int) -> int:
-    """``n`` f32 elements streamed through vectors: per vector ``moves`` loads/stores and
-    ``ops`` arithmetic ops, per tail element a scalar op, and per call one vector move
+    """``n`` f32 elements streamed through vectors: per vector ``moves`` loads/stores
+    (``vector_move`` each) and ``ops`` arithmetic ops (``fma`` each); per tail element a
+    scalar op (``scalar_op`` excludes operand traffic) and its ``moves`` scalar loads and
+    stores, which cost a load/store slot as vector ones do; and per call one vector move
     (pointer setup, loop entry and exit: what makes one big call cheaper than many)."""
     nvec, tail = divmod(n, 8)
     c = target.costs
-    return nvec * (moves * c.vector_move + ops * c.fma) + tail * c.scalar_op + c.vector_move
+    return (nvec * (moves * c.vector_move + ops * c.fma)
+            + tail * (moves * c.vector_move + c.scalar_op) + c.vector_move)
 
 
 def _at(p: str, off: "int | str") -> str:

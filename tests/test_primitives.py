@@ -1,0 +1,142 @@
+"""The primitives other than Matmul: synthesize, compile, run, compare with numpy.
+
+Every kind (Add, Mul, Relu, Fill of 0 and -inf, Broadcast, Max and Sum along a dim) over
+small shapes of rank 1 to 3 whose sizes are mostly not multiples of the vector width, so
+the kernels' tails run; then one program per AVX2 kernel row of these kinds that is that
+kernel alone, checked against the row's semantics (``Kernel.semantics``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import example, given, note, settings
+from hypothesis import strategies as st
+
+import morello
+from morello import layouts
+from morello.dtypes import Dtype
+from morello.kernels.avx2 import TABLE
+from morello.memory import AVX2, Level
+from morello.rewrites import Select, ToAccum
+from morello.specs import KINDS, PrimKind, Spec, operand_shapes
+from morello.tensorspec import fresh
+
+INF = math.inf
+
+# (constructor, its keyword arguments)
+CASES = {
+    "add": (morello.add, {}),
+    "mul": (morello.mul, {}),
+    "relu": (morello.relu, {}),
+    "fill0": (morello.fill, {"value": 0.0}),
+    "fill-inf": (morello.fill, {"value": -INF}),
+    "broadcast0": (morello.broadcast, {"dim": 0}),
+    "broadcast1": (morello.broadcast, {"dim": 1}),
+    "max0": (morello.reduce_max, {"dim": 0}),
+    "max1": (morello.reduce_max, {"dim": 1}),
+    "sum0": (morello.reduce_sum, {"dim": 0}),
+    "sum1": (morello.reduce_sum, {"dim": 1}),
+}
+
+shapes_st = st.lists(st.integers(1, 40), min_size=1, max_size=3).map(tuple)
+
+
+def _selected(prog) -> list[str]:
+    return [n.action.kernel for n in prog.impl.walk() if isinstance(n.action, Select)]
+
+
+@pytest.mark.isa("avx2")
+@pytest.mark.parametrize("case", list(CASES))
+@given(shape=shapes_st, seed=st.integers(0, 2**32 - 1))
+@example(shape=(37,), seed=0)
+@example(shape=(3, 17, 9), seed=1)
+@settings(max_examples=5)
+def test_primitive_matches_numpy(case, shape, seed):
+    make, kw = CASES[case]
+    dim = kw.get("dim", 0)
+    if dim >= len(shape):  # dim 1 of a rank-1 draw: append a dim
+        shape = shape + (5,)
+    spec = make(*shape, **kw)
+    prog = morello.synthesize(spec, db=False)
+    note(prog.impl.pformat())
+    kernels = _selected(prog)
+    # Max and Sum have no kernels: ToAccum fills dst with the identity, then accumulates.
+    if spec.kind in (PrimKind.MAX, PrimKind.SUM):
+        info = KINDS[spec.kind]
+        walk = list(prog.impl.walk())
+        assert any(isinstance(n.action, ToAccum) for n in walk)
+        assert any(n.spec.kind is PrimKind.FILL and n.spec.params == (info.init,)
+                   for n in walk)
+        assert all(TABLE.by_name[k].kind in (info.accum, PrimKind.FILL) for k in kernels)
+    else:
+        assert all(TABLE.by_name[k].kind is spec.kind for k in kernels)
+    ok, err = prog.verify(seed=seed % 1000)
+    assert ok, (prog.impl.pformat(), err)
+
+
+def test_max_and_sum_have_no_kernels():
+    assert TABLE.for_kind(PrimKind.MAX) == ()
+    assert TABLE.for_kind(PrimKind.SUM) == ()
+
+
+@pytest.mark.parametrize("make, size", [(morello.add, 1024), (morello.mul, 1024),
+                                        (morello.relu, 4096)])
+def test_elementwise_kernels_take_whole_rows(make, size):
+    """One kernel call per L1-resident block, not many tiny calls (per-call cost)."""
+    prog = morello.synthesize(make(16, size), db=False)
+    calls = [n.spec for n in prog.impl.walk() if isinstance(n.action, Select)]
+    assert calls and all(s.volume >= size for s in calls), prog.impl.pformat()
+
+
+# --- One program per kernel row -------------------------------------------------------
+
+def _l1_spec(kind: PrimKind, shape: tuple[int, ...], params: tuple = ()) -> Spec:
+    """A Spec whose operands are already row-major in L1 (a kernel's own Spec)."""
+    ops = tuple(fresh(s, Dtype.F32, Level.L1, layouts.row_major(len(s)))
+                for s in operand_shapes(kind, shape, params))
+    return Spec(kind, shape, ops, True, AVX2.max_limits(), params).canonical()
+
+
+# Volumes of 107 = 3 loop iterations of 32, one vector, a tail of 3.
+KERNEL_SPECS = {
+    "VectorAdd": (PrimKind.ADD, (107,), ()),
+    "VectorMul": (PrimKind.MUL, (1, 107), ()),
+    "VectorRelu": (PrimKind.RELU, (107, 1), ()),
+    "BroadcastCopy": (PrimKind.BROADCAST, (1, 107), (0,)),
+    "BroadcastScalar": (PrimKind.BROADCAST, (1, 107), (1,)),
+    "VectorMaxReduce": (PrimKind.MAX_ACCUM, (1, 107), (1,)),
+    "VectorMaxAccum": (PrimKind.MAX_ACCUM, (1, 107), (0,)),
+    "VectorSumReduce": (PrimKind.SUM_ACCUM, (107, 1), (0,)),
+    "VectorSumAccum": (PrimKind.SUM_ACCUM, (107, 1), (1,)),
+    "L1Fill": (PrimKind.FILL, (107,), (-INF,)),
+}
+
+
+def test_every_new_kernel_row_is_tested():
+    new_kinds = set(PrimKind) - {PrimKind.MATMUL, PrimKind.MATMUL_ACCUM, PrimKind.MOVE,
+                                 PrimKind.FILL}
+    rows = {k.name for k in TABLE.kernels if k.kind in new_kinds} | {"L1Fill"}
+    assert rows == set(KERNEL_SPECS)
+
+
+@pytest.mark.isa("avx2")
+@pytest.mark.parametrize("name", list(KERNEL_SPECS))
+def test_kernel_computes_its_semantics(name):
+    kind, shape, params = KERNEL_SPECS[name]
+    kernel = TABLE.by_name[name]
+    spec = _l1_spec(kind, shape, params)
+    assert kernel.why_not(spec, AVX2) is None
+    prog = morello.synthesize(spec, db=False)
+    # The whole program is this one kernel.
+    assert [str(n.action) for n in prog.impl.walk()] == [name], prog.impl.pformat()
+    fn = prog.compile()
+    rng = np.random.default_rng(7)
+    ops = spec.operands
+    ins = [rng.uniform(-1, 1, o.shape).astype(np.float32) for o in ops[:-1]]
+    # Accumulating kernels read dst: start from random values, not zeros.
+    init = rng.uniform(-1, 1, ops[-1].shape).astype(np.float32)
+    expected = kernel.semantics()(params, ins, init.copy())
+    got = fn(*ins, out=init.copy())
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
