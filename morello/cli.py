@@ -115,9 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _progress(quiet: bool):
     if quiet:
         return None
-    from morello.search import stderr_progress
+    from morello.search import StderrProgress
 
-    return stderr_progress
+    return StderrProgress()
 
 
 def _spec(args):
@@ -166,11 +166,13 @@ def _program(args):
     spec = _spec(args)
     quiet = args.quiet or getattr(args, "json", False)
     _note_superseded(args, quiet)
-    prog = morello.synthesize(spec, target=args.target, db=args.db, progress=_progress(quiet),
-                              threads=args.threads, calibration=args.calibration)
-    if not quiet and prog.synthesis_seconds > 0.5:
-        print(file=sys.stderr)
-    return prog
+    progress = _progress(quiet)
+    try:
+        return morello.synthesize(spec, target=args.target, db=args.db, progress=progress,
+                                  threads=args.threads, calibration=args.calibration)
+    finally:
+        if progress is not None:
+            progress.close()
 
 
 def cmd_synth(args) -> int:

@@ -290,17 +290,28 @@ class Engine:
         return Solution(Cost(main, tuple(peaks), depth), action)
 
 
-def stderr_progress(seen: int, solved: int, elapsed: float) -> None:
-    """Progress line on stderr: Specs reached, (Spec, limits) pairs solved, rate."""
-    rate = solved / elapsed if elapsed else 0.0
-    print(f"\rsearch: {seen:,} Specs reached, {solved:,} solved, {rate:,.0f}/s, "
-          f"{elapsed:.1f} s ", end="", file=sys.stderr, flush=True)
+class StderrProgress:
+    """Progress on stderr: one line rewritten in place (Specs reached, (Spec, limits)
+    pairs solved, rate), then ``saving results to PATH``; ``close()`` ends the open line.
 
+    ``synthesize`` calls the object about twice a second during long searches and
+    ``saving(path)`` before it writes the database (a few seconds after a large search)."""
 
-def _stderr_saving(path) -> None:
-    print(f"\nsaving results to {path} ...", end="", file=sys.stderr, flush=True)
+    def __init__(self) -> None:
+        self.open = False
 
+    def __call__(self, seen: int, solved: int, elapsed: float) -> None:
+        rate = solved / elapsed if elapsed else 0.0
+        print(f"\rsearch: {seen:,} Specs reached, {solved:,} solved, {rate:,.0f}/s, "
+              f"{elapsed:.1f} s ", end="", file=sys.stderr, flush=True)
+        self.open = True
 
-# A progress callback may also offer ``saving(path)``: synthesize calls it before writing
-# the database (a few seconds after a large search).
-stderr_progress.saving = _stderr_saving
+    def saving(self, path) -> None:
+        self.close()
+        print(f"saving results to {path} ...", end="", file=sys.stderr, flush=True)
+        self.open = True
+
+    def close(self) -> None:
+        if self.open:
+            print(file=sys.stderr, flush=True)
+            self.open = False
