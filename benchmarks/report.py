@@ -72,7 +72,7 @@ def main() -> None:
               f"{cold['wall_seconds']:.2f} | {cold['specs_solved']} | "
               f"{rate:,.0f} | {cold['peak_rss_mib']:.0f} | {warm['synthesis_seconds']:.3f} | "
               f"{st['bytes']:,} | {st['boxes']:,} | {st['specs_covered']:,} | "
-              f"{'%.1f' % g if g else 'FAILED'} | {warm.get('numpy_gflops', 0):.1f} |",
+              f"{format(g, '.1f') if g else 'FAILED'} | {warm.get('numpy_gflops', 0):.1f} |",
               flush=True)
 
 

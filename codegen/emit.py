@@ -18,7 +18,6 @@ from importlib import resources
 
 from morello.codegen.affine import Affine, Var
 from morello.codegen.writer import Namer, Writer
-
 from morello.errors import MorelloError
 from morello.impl import Impl
 from morello.kernels import KernelTable, table_for
@@ -61,7 +60,7 @@ def index_expr(layout: Layout, shape: tuple[int, ...], origin: tuple[Coord, ...]
     return " + ".join(text)
 
 
-def _plus(base: Offset, off: "int | str | Affine") -> str:
+def _plus(base: Offset, off: int | str | Affine) -> str:
     if isinstance(base, Affine) and not isinstance(off, str):
         return (base + off).c()
     if isinstance(off, int) and off == 0:
@@ -81,7 +80,7 @@ class Ref:
     buffer: Buffer
     origin: tuple[Coord, ...]
 
-    def shifted(self, dim: int, by: "int | Affine") -> "Ref":
+    def shifted(self, dim: int, by: int | Affine) -> Ref:
         o = list(self.origin)
         o[dim] = o[dim] + by
         return Ref(self.buffer, tuple(o))
@@ -111,7 +110,7 @@ class OperandView:
             return f"{b.name}_{off}"
         return f"{b.name}[{off}]"
 
-    def ptr(self, off: "int | str") -> str:
+    def ptr(self, off: int | str) -> str:
         return f"&{self.ref.buffer.name}[{_plus(self._offset(), off)}]"
 
     def vec(self, j: int) -> str:
@@ -153,7 +152,7 @@ class _Emitter:
         dims = [spec.operand_dim(i, node.sdim) for i in range(len(refs))]
         unroll = any(r.buffer.registers and d is not None for r, d in zip(refs, dims))
 
-        def shifted(by: "int | Affine"):
+        def shifted(by: int | Affine):
             return tuple(r if d is None else r.shifted(d, by) for r, d in zip(refs, dims))
 
         body = impl.children[0]

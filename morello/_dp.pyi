@@ -1,5 +1,6 @@
 """Type stub of the DP solver (see _dp.pyx)."""
-from typing import Sequence
+from collections.abc import Sequence
+from typing import final
 
 from morello._expand import Expander
 from morello._graph import SpecGraph
@@ -7,6 +8,7 @@ from morello._memo import MemoTable
 
 _Found = tuple[int, tuple[int, ...], int, int]
 
+@final
 class Solver:
     specs_solved: int
     rows_evaluated: int

@@ -1,8 +1,10 @@
 """Type stub of the native expander (see _expand.pyx)."""
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, final
 
 from morello._graph import SpecGraph
 
+@final
 class Expander:
     def __init__(self, graph: SpecGraph, native: Any,
                  compile_cb: Callable[[int], list[int]], processors: int, par_setup: int,

@@ -1,6 +1,8 @@
 """Type stub of the Spec graph (see _graph.pyx)."""
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import final
 
+@final
 class SpecGraph:
     @property
     def max_rank(self) -> int: ...

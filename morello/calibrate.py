@@ -248,7 +248,8 @@ def _lib(target: Target):
 
     path = compile_c(SOURCE, target.cflags, openmp=True)
     lib = ctypes.CDLL(str(path))
-    for name in ("cal_fma", "cal_bcast", "cal_copy", "cal_tile4", "cal_tile6", "cal_scalar", "cal_hsum"):
+    for name in ("cal_fma", "cal_bcast", "cal_copy", "cal_tile4", "cal_tile6", "cal_scalar",
+                 "cal_hsum"):
         getattr(lib, name).restype = ctypes.c_double
         getattr(lib, name).argtypes = [ctypes.c_long]
     lib.cal_read.restype = ctypes.c_double

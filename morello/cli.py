@@ -4,9 +4,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-
-import numpy as np
 
 from morello import timing
 from morello.errors import MorelloError
@@ -96,8 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "calibrate", help="measure the cost model's constants on this machine",
         description="Time microbenchmarks of the kernels and memory levels on this host "
-                    "(about 15 s a run, 3 runs by default), print them, and write the cost constants (in units of a "
-                    "quarter of a vector FMA at peak) to a calibration file that later searches use. "
+                    "(about 15 s a run, 3 runs by default), print them, and write the cost "
+                    "constants (in units of a quarter of a vector FMA at peak) to a "
+                    "calibration file that later searches use. "
                     "Results of searches under other constants go to another database.")
     p.add_argument("--target", default="avx2", help="target ISA (default avx2)")
     p.add_argument("--out", metavar="PATH", default=None,

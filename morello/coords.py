@@ -118,10 +118,10 @@ def layout_code(layout: Layout, rank: int) -> int:
     - ``structure``: each physical dim is a digit ``4 * dim + kind`` in radix
       ``R = 4 * rank``, where ``kind`` is 0 for a plain dim and 1 for a packed one (2 and
       3 are reserved for per-dim kinds to come, such as bf16's odd/even interleave, so
-      adding them changes no existing code); the digits of a layout of ``n`` physical dims, read outer to
-      inner, form a radix-R number offset by ``R^0 + ... + R^(n-1)`` (the count of all
-      shorter digit strings), so the offset is the length prefix and distinct layouts
-      never share a structure up to their pack sizes;
+      adding them changes no existing code); the digits of a layout of ``n`` physical
+      dims, read outer to inner, form a radix-R number offset by
+      ``R^0 + ... + R^(n-1)`` (the count of all shorter digit strings), so the offset is the
+      length prefix and distinct layouts never share a structure up to their pack sizes;
     - ``packs``: the pack sizes ``p >= 1`` of the packed dims, outer to inner, as
       ``p - 1`` folded with Cantor pairing (their count comes from the structure).
 

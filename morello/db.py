@@ -3,12 +3,12 @@
 File format: one JSON header line (format name, version, target, actions), one JSON line of
 *roots* (the stable text form of each Spec a user asked for -> the action trace of its
 optimal Impl and its cost, so repeating a query replays it without loading the tables),
-then a zlib-compressed pickle of ``{table key: (lo, hi, values)}``, the int64 arrays of each compressed memo table
-(``morello._memo.MemoTable.to_arrays``; coordinates of ``morello.coords``). Writes are
-atomic (temporary file in the same directory, fsync, rename), so an interrupted process
-leaves either the old file or the new one. A file with another format, version, target
-(name and cost constants, ``Target.db_key``) or action table (``actions``: the
-fingerprint of everything a stored action index depends on,
+then a zlib-compressed pickle of ``{table key: (lo, hi, values)}``, the int64 arrays of
+each compressed memo table (``morello._memo.MemoTable.to_arrays``; coordinates of
+``morello.coords``). Writes are atomic (temporary file in the same directory, fsync, rename),
+so an interrupted process leaves either the old file or the new one. A file with another
+format, version, target (name and cost constants, ``Target.db_key``) or action table
+(``actions``: the fingerprint of everything a stored action index depends on,
 ``morello.rewrites.actions_fingerprint``), or that fails to parse, is refused with a
 DatabaseError and never used. The default file's name carries both, so a morello with
 another action table starts a fresh database beside the old one.

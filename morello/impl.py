@@ -20,7 +20,7 @@ class Impl:
     spec: Spec
     action: Action
     action_index: int
-    children: tuple["Impl", ...]
+    children: tuple[Impl, ...]
     cost: Cost
 
     def walk(self):

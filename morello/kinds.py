@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -65,7 +65,7 @@ class PrimKind(enum.IntEnum):
     SUM_ACCUM = 11
 
     @property
-    def info(self) -> "KindInfo":
+    def info(self) -> KindInfo:
         return KINDS[self]
 
     @property
@@ -102,7 +102,7 @@ class KindInfo:
     operand_map: Callable[[int, Params], OperandMap]
     family: str
     member: int | None
-    reference: Callable[[Params, list, "np.ndarray | None"], np.ndarray]
+    reference: Callable[[Params, list, np.ndarray | None], np.ndarray]
     flops_per_point: int = 0
     accum: PrimKind | None = None
     init: float | None = None
@@ -219,10 +219,12 @@ KINDS: dict[PrimKind, KindInfo] = {
         _fill_ref, doc="dst = value"),
     PrimKind.ADD: KindInfo(
         "Add", (), ("lhs", "rhs", "out"), (0, 1), (2,), (1, MAX_RANK), _same(3), "Add", None,
-        lambda p, ins, out: np.add(ins[0], ins[1], out=out), flops_per_point=1, doc="out = lhs + rhs"),
+        lambda p, ins, out: np.add(ins[0], ins[1], out=out), flops_per_point=1,
+        doc="out = lhs + rhs"),
     PrimKind.MUL: KindInfo(
         "Mul", (), ("lhs", "rhs", "out"), (0, 1), (2,), (1, MAX_RANK), _same(3), "Mul", None,
-        lambda p, ins, out: np.multiply(ins[0], ins[1], out=out), flops_per_point=1, doc="out = lhs * rhs"),
+        lambda p, ins, out: np.multiply(ins[0], ins[1], out=out), flops_per_point=1,
+        doc="out = lhs * rhs"),
     PrimKind.RELU: KindInfo(
         "Relu", (), ("src", "dst"), (0,), (1,), (1, MAX_RANK), _same(2), "Relu", None,
         lambda p, ins, out: np.maximum(ins[0], 0, out=out), flops_per_point=1,

@@ -48,7 +48,8 @@ class Layout:
         return (type(self), (self.dims,))
 
     def __str__(self) -> str:
-        if all(d.pack is None for d in self.dims) and list(self.dims) == sorted(self.dims, key=lambda d: d.dim):
+        if all(d.pack is None for d in self.dims) and list(self.dims) == sorted(
+                self.dims, key=lambda d: d.dim):
             return "rm"
         return "[" + ",".join(str(d) for d in self.dims) + "]"
 
@@ -62,7 +63,7 @@ class Layout:
                 return pd.pack
         return None
 
-    @functools.lru_cache(maxsize=1 << 16)
+    @functools.lru_cache(maxsize=1 << 16)  # noqa: B019 - frozen values, bounded cache
     def physical_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         out = []
         for pd in self.dims:

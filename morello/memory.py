@@ -106,7 +106,7 @@ class Target:
     def parallel_iter_cost(self) -> int:
         return self.costs.parallel_iter
 
-    def max_limits(self) -> "MemoryLimits":
+    def max_limits(self) -> MemoryLimits:
         return MemoryLimits(self.capacity)
 
 
@@ -130,7 +130,7 @@ AVX2 = Target(
 TARGETS = {AVX2.name: AVX2}
 
 
-def parse_target(name: str, threads: int = 1, calibration: "str | None" = None) -> Target:
+def parse_target(name: str, threads: int = 1, calibration: str | None = None) -> Target:
     """The target called ``name``, assuming ``threads`` processors for parallel loops.
 
     ``calibration`` picks the cost constants: ``"builtin"``, a calibration file's path, or
@@ -198,7 +198,7 @@ class MemoryLimits:
             if u & (u - 1):
                 raise SpecError(f"{lvl} limit {u} is not a power of two")
 
-    def subtract(self, level: Level, amount: int) -> "MemoryLimits | None":
+    def subtract(self, level: Level, amount: int) -> MemoryLimits | None:
         """Limits after allocating ``amount`` units at ``level``; None if it doesn't fit."""
         cur = self.units[level]
         if amount > cur:

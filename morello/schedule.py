@@ -36,7 +36,6 @@ def schedule(spec: Spec, steps: list[Action | None], target: str | Target = "avx
              progress=None) -> Program:
     """The program that takes ``steps`` (in pre-order, see the module docstring) and is
     optimal everywhere else. ``db`` as in ``synthesize`` (default: in memory only)."""
-    from pathlib import Path
 
     from morello import db as dbmod
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from morello._dp import Solver
 from morello._expand import Expander

@@ -97,17 +97,17 @@ class Spec:
     def is_canonical(self) -> bool:
         return all(o.canonical() == o for o in self.operands)
 
-    def canonical(self) -> "Spec":
+    def canonical(self) -> Spec:
         ops = tuple(o.canonical() for o in self.operands)
         return self if ops == self.operands else replace(self, operands=ops)
 
-    def with_operand(self, i: int, t: TensorSpec, limits: MemoryLimits | None = None) -> "Spec":
+    def with_operand(self, i: int, t: TensorSpec, limits: MemoryLimits | None = None) -> Spec:
         ops = list(self.operands)
         ops[i] = t
         return Spec(self.kind, self.shape, tuple(ops), self.serial_only,
                     self.limits if limits is None else limits, self.params)
 
-    def with_limits(self, limits: MemoryLimits) -> "Spec":
+    def with_limits(self, limits: MemoryLimits) -> Spec:
         if limits is self.limits:
             return self
         return Spec(self.kind, self.shape, self.operands, self.serial_only, limits,

@@ -40,7 +40,8 @@ class TensorSpec:
 
     def __reduce__(self):
         # The cached hash is per-process (str hashing is salted): never pickle it.
-        return (type(self), (self.shape, self.dtype, self.level, self.layout, self.contig, self.vector_size))
+        return (type(self), (self.shape, self.dtype, self.level, self.layout, self.contig,
+                             self.vector_size))
 
     def __post_init__(self) -> None:
         if any(s < 1 for s in self.shape):
@@ -86,13 +87,13 @@ class TensorSpec:
             self.shape, self.contig, self.dtype.size, target.line_bytes
         )
 
-    def canonical(self) -> "TensorSpec":
+    def canonical(self) -> TensorSpec:
         lay, contig = layouts.canonicalize(self.layout, self.shape, self.contig)
         if lay == self.layout and contig == self.contig:
             return self
         return replace(self, layout=lay, contig=contig)
 
-    @functools.lru_cache(maxsize=1 << 18)
+    @functools.lru_cache(maxsize=1 << 18)  # noqa: B019 - frozen values, bounded cache
     def valid_tile_shape(self, tile: tuple[int, ...]) -> bool:
         """Can an aligned ``tile`` of this tensor be described by a TensorSpec?"""
         if len(tile) != len(self.shape) or any(
@@ -107,7 +108,7 @@ class TensorSpec:
                 return False
         return True
 
-    def tile(self, tile: tuple[int, ...]) -> "TensorSpec":
+    def tile(self, tile: tuple[int, ...]) -> TensorSpec:
         """The TensorSpec of an aligned tile (``valid_tile_shape`` must hold)."""
         if tile == self.shape:
             return self

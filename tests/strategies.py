@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from morello import layouts
 from morello.dtypes import Dtype
+from morello.kinds import FILL_VALUES, KINDS
 from morello.layouts import Layout, PhysDim
 from morello.memory import AVX2, LEVELS, Level, MemoryLimits, Target
 from morello.rewrites.move import layout_candidates
-from morello.kinds import FILL_VALUES, KINDS
 from morello.specs import PrimKind, Spec, operand_shapes
 from morello.tensorspec import TensorSpec
 

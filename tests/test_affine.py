@@ -3,6 +3,7 @@ import itertools
 
 from hypothesis import given
 from hypothesis import strategies as st
+
 from morello.codegen.affine import Affine, Var
 
 

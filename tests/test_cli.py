@@ -137,7 +137,7 @@ def test_corrupt_db_is_refused(db):
 def test_foreign_target_db_is_refused(db):
     from morello.db import VERSION
 
-    db.write_text('{"format": "morello-db", "version": %d, "target": "avx512"}\n' % VERSION)
+    db.write_text(f'{{"format": "morello-db", "version": {VERSION}, "target": "avx512"}}\n')
     assert_one_line_error(morello("synth", "matmul", "2", "2", "2", tmp_db=db), "avx512")
 
 

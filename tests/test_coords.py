@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from strategies import layout_st, matmul_spec_st, spec_st
 
 import morello
-from morello.kinds import KINDS
 from morello import coords, layouts
 from morello.coords import (
     defined_for,
@@ -20,6 +19,7 @@ from morello.coords import (
     spec_key,
     spec_point,
 )
+from morello.kinds import KINDS
 from morello.memory import AVX2, LEVELS, NLEVELS, Level
 from morello.rewrites import Split, TileOut, actions
 from morello.rewrites.move import layout_candidates

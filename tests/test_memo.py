@@ -12,6 +12,7 @@ from morello._memo import MemoTable
 from morello.reference_memo import DenseMemoTable
 
 SIDE = 8  # small grids: coordinates 0..7
+COORDS = st.integers(0, SIDE - 1)
 
 Box = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
@@ -28,7 +29,7 @@ def box_st(draw, ndim, coords):
 
 
 @st.composite
-def memo_ops_st(draw, max_ndim=4, coords=st.integers(0, SIDE - 1), max_puts=20):
+def memo_ops_st(draw, max_ndim=4, coords=COORDS, max_puts=20):
     """(ndim, nvalues, puts): a put sequence using a few distinct values."""
     ndim = draw(st.integers(1, max_ndim))
     nvalues = draw(st.integers(1, 3))

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
-from morello.codegen import compile_c, emit_c
-from morello.codegen.build import CompiledProgram
 
 import morello
+from morello.codegen import compile_c, emit_c
+from morello.codegen.build import CompiledProgram
 from morello.cost import combine
 from morello.impl import Impl
 from morello.memory import AVX2

@@ -8,7 +8,6 @@ import json
 import pytest
 from hypothesis import example, given, note, settings
 from hypothesis import strategies as st
-from morello.codegen import emit_c
 from strategies import (
     gl_matmul_spec_st,
     larger_limits_st,
@@ -19,6 +18,7 @@ from strategies import (
 )
 
 import morello
+from morello.codegen import emit_c
 from morello.dtypes import Dtype
 from morello.impl import reconstruct, replay, trace_json
 from morello.layouts import row_major

@@ -15,7 +15,6 @@ from morello.specs import PrimKind, Spec
 from morello.tensorspec import TensorSpec
 
 
-
 def _rf_or_l1(t: TensorSpec) -> bool:
     return t.level in (Level.RF, Level.L1)
 
@@ -287,7 +286,7 @@ def _stream_cost(n: int, target: Target, moves: int, ops: int) -> int:
             + tail * (moves * c.vector_move + c.scalar_op) + c.vector_move)
 
 
-def _at(p: str, off: "int | str") -> str:
+def _at(p: str, off: int | str) -> str:
     return p if off == 0 else f"{p} + {off}"
 
 

@@ -18,8 +18,8 @@ Emitters speak to operands through the codegen's operand protocol:
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from morello.dtypes import Dtype
 from morello.kinds import KINDS, PrimKind
@@ -102,7 +102,7 @@ class KernelTable:
             raise ValueError(f"{isa}: kernel names are not unique")
         self._vt = {(v.dtype, v.lanes): v for v in vector_types}
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache  # noqa: B019 - one table per ISA, alive for the process
     def for_kind(self, kind: PrimKind) -> tuple[Kernel, ...]:
         return tuple(k for k in self.kernels if k.kind is kind)
 

@@ -8,13 +8,13 @@
                              Move(lhs' -> lhs)            epilogue, if the operand is written
 
 A move into a cache (GL→L1, L2→L1, and GL→L2 for blocks of lhs) that keeps the layout is a
-*cache view*: no copy and no logues, only the accounting of the lines it keeps there. A view of a strided tensor is offered only when its
-rows are no more than L1's ways: the row stride is not part of a Spec, and when it is a
-multiple of 4 KiB (any power-of-two matrix of 1024 floats) every row falls in the same
-cache sets, so a taller view would be evicted while the model counts it as resident.
-Taller strided tiles are tiled down first, or packed. Moves into new layouts (packing) are
-allowed only along a fixed order of layouts, so a chain of relayouts is finite. Inputs are
-packed into
+*cache view*: no copy and no logues, only the accounting of the lines it keeps there. A
+view of a strided tensor is offered only when its rows are no more than L1's ways: the
+row stride is not part of a Spec, and when it is a multiple of 4 KiB (any power-of-two matrix
+of 1024 floats) every row falls in the same cache sets, so a taller view would be evicted while
+the model counts it as resident. Taller strided tiles are tiled down first, or packed. Moves
+into new layouts (packing) are allowed only along a fixed order of layouts, so a chain of
+relayouts is finite. Inputs are packed into
 GL buffers (any layout: a whole transposed or panelled copy) or, for packed layouts,
 straight into L1 buffers (a B panel sized for L1, copied next to the microkernel that
 streams it, as BLAS libraries do).

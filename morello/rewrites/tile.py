@@ -41,8 +41,9 @@ def tile_size_table(target: Target) -> tuple[tuple[int, bool], ...]:
 
     Row-only sizes (``target.row_tile_sizes``, e.g. 6 for the 6×16 AVX2 register tile:
     12 accumulators hide the FMA latency that 4×16's 8 barely cover) tile only the
-    kind's ``row_dim`` (output dim 1 of Matmul and MatmulAccum). Offering 6 and 12 for every dim doubled the
-    64^3 search; offering them for rows only keeps the search near the powers of two."""
+    kind's ``row_dim`` (output dim 1 of Matmul and MatmulAccum). Offering 6 and 12 for
+    every dim doubled the 64^3 search; offering them for rows only keeps the search near
+    the powers of two."""
     rows = set(target.row_tile_sizes) - set(TILE_SIZES)
     return tuple(sorted([(s, False) for s in TILE_SIZES] + [(s, True) for s in rows]))
 
