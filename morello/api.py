@@ -122,8 +122,14 @@ def _reduction(kind: PrimKind, name: str):
 reduce_max = _reduction(PrimKind.MAX, "reduce_max")
 reduce_sum = _reduction(PrimKind.SUM, "reduce_sum")
 
-CONSTRUCTORS = {"matmul": matmul, "add": add, "mul": mul, "relu": relu, "fill": fill,
-                "broadcast": broadcast, "max": reduce_max, "sum": reduce_sum}
+# The operations of the command line: name -> (kind, constructor).
+OPERATIONS = {
+    "matmul": (PrimKind.MATMUL, matmul), "add": (PrimKind.ADD, add),
+    "mul": (PrimKind.MUL, mul), "relu": (PrimKind.RELU, relu),
+    "fill": (PrimKind.FILL, fill), "broadcast": (PrimKind.BROADCAST, broadcast),
+    "max": (PrimKind.MAX, reduce_max), "sum": (PrimKind.SUM, reduce_sum),
+}
+CONSTRUCTORS = {name: make for name, (_, make) in OPERATIONS.items()}
 
 
 class _Session:
@@ -145,6 +151,7 @@ class _Session:
     def save(self) -> int:
         if self._engine is not None:
             self._engine.persist()
+        assert self.db_path is not None  # only sessions with a database are saved
         tables = ({k: t.to_arrays() for k, t in self._engine.tables.items()}
                   if self._engine is not None else dbmod.load(self.db_path, self.target))
         return dbmod.save(self.db_path, self.target, tables, self.roots)

@@ -13,7 +13,7 @@ operations (OP SIZES...):
   matmul M K N [--batch B]     out[b] = lhs[b] @ rhs[b]   (lhs BxMxK, rhs BxKxN)
   add|mul S1 [S2 S3 S4]         out = lhs + rhs, lhs * rhs (elementwise, 1 to 4 dims)
   relu S1 [...]                 dst = max(src, 0)
-  fill S1 [...] [--value V]     dst = V (0 or -inf)
+  fill S1 [...] [--value=V]     dst = V (0 or -inf)
   broadcast S1 [...] --dim D    dst (S1 x ...) = src repeated along D (src has size 1 there)
   max|sum S1 [...] --dim D      dst = reduction of src along D (dst keeps D with size 1)
 
@@ -32,7 +32,7 @@ $XDG_CACHE_HOME/morello/<target>@<constants>+<actions>.db) and reused by later s
 for any shape; --db chooses another file.
 """
 
-OPS = ("matmul", "add", "mul", "relu", "fill", "broadcast", "max", "sum")
+OPS = ("matmul", "add", "mul", "relu", "fill", "broadcast", "max", "sum")  # api.OPERATIONS
 
 
 def _add_spec_args(p: argparse.ArgumentParser) -> None:
@@ -45,7 +45,7 @@ def _add_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dim", type=int, default=None, metavar="D",
                    help="max, sum: the dim reduced; broadcast: the dim repeated")
     p.add_argument("--value", type=float, default=0.0, metavar="V",
-                   help="fill only: the value, 0 or -inf (default 0)")
+                   help="fill only: the value, 0 or -inf (write --value=-inf; default 0)")
     p.add_argument("--dtype", default="f32", help="element type (default f32)")
     p.add_argument("--target", default="avx2", help="target ISA (default avx2)")
     p.add_argument("--db", metavar="PATH", default=None,
@@ -119,28 +119,31 @@ def _progress(quiet: bool):
 
 
 def _spec(args):
-    from morello.api import CONSTRUCTORS
+    """The Spec the command line names; flags a kind has no parameter for are refused."""
+    from morello.api import OPERATIONS
+    from morello.kinds import KINDS
 
     op = args.op
+    kind, make = OPERATIONS[op]
+    params = KINDS[kind].params
     kw = dict(dtype=args.dtype, target=args.target, serial=args.threads == 1)
     if op == "matmul":
         if len(args.sizes) != 3:
             raise MorelloError(f"matmul takes three sizes M K N, got {len(args.sizes)}")
-        return CONSTRUCTORS[op](*args.sizes, batch=args.batch, **kw)
+        return make(*args.sizes, batch=args.batch, **kw)
     if args.batch != 1:
         raise MorelloError("--batch is for matmul only")
-    if op in ("max", "sum", "broadcast"):
+    if "dim" in params:
         if args.dim is None:
-            raise MorelloError(f"{op} needs --dim D (the dim it "
-                               f"{'repeats' if op == 'broadcast' else 'reduces'})")
+            raise MorelloError(f"{op} needs --dim D (see `morello --help`)")
         kw["dim"] = args.dim
     elif args.dim is not None:
-        raise MorelloError(f"--dim is for max, sum and broadcast, not {op}")
-    if op == "fill":
+        raise MorelloError(f"--dim is not a parameter of {op}")
+    if "value" in params:
         kw["value"] = args.value
     elif args.value != 0.0:
-        raise MorelloError("--value is for fill only")
-    return CONSTRUCTORS[op](*args.sizes, **kw)
+        raise MorelloError(f"--value is not a parameter of {op}")
+    return make(*args.sizes, **kw)
 
 
 def _note_superseded(args, quiet: bool) -> None:

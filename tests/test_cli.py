@@ -159,3 +159,32 @@ def test_help_teaches_commands_and_examples():
 def test_zero_threads_is_refused(db):
     assert_one_line_error(morello("synth", "matmul", "2", "2", "2", "--threads", "0",
                                   tmp_db=db), "threads")
+
+
+def test_cli_operations_are_the_api_operations():
+    from morello.api import OPERATIONS
+    from morello.cli import OPS
+
+    assert set(OPS) == set(OPERATIONS)
+
+
+@pytest.mark.isa("avx2")
+@pytest.mark.parametrize("args", [["add", "5", "33"], ["max", "7", "19", "--dim", "1"],
+                                  ["sum", "7", "19", "--dim", "0"], ["relu", "70"],
+                                  ["broadcast", "3", "9", "--dim", "0"],
+                                  ["fill", "4", "4", "--value=-inf"]])
+def test_run_every_operation_matches_numpy(db, args):
+    p = morello("run", *args, "-q", tmp_db=db)
+    assert p.returncode == 0, p.stderr
+    assert "matches numpy" in p.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["max", "4", "4"], "needs --dim"), (["add", "4", "--dim", "0"], "--dim is not"),
+    (["max", "4", "4", "--dim", "2"], "out of range"), (["fill", "4", "--value", "3"],
+                                                       "value must be one of"),
+    (["add", "1", "2", "3", "4", "5"], "1 to 4 sizes"), (["relu", "4", "--batch", "2"],
+                                                        "--batch is for matmul only"),
+])
+def test_bad_operation_arguments_get_one_line(db, args, message):
+    assert_one_line_error(morello("synth", *args, tmp_db=db), message)

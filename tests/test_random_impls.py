@@ -74,3 +74,36 @@ def test_every_node_of_any_impl_costs_at_least_nothing(b, m, k, n, seed):
     impl = random_impl(spec, eng, random.Random(seed))
     for node in impl.walk():
         assert node.cost.main >= 0, impl.pformat()
+
+
+@st.composite
+def _user_spec_st(draw):
+    """A Spec of any non-matmul kind as users write them (row-major, in main memory)."""
+    from morello.api import CONSTRUCTORS
+
+    op = draw(st.sampled_from(sorted(set(CONSTRUCTORS) - {"matmul"})))
+    rank = draw(st.integers(1, 3))
+    shape = tuple(draw(st.integers(1, 20)) for _ in range(rank))
+    kw = {}
+    if op in ("max", "sum", "broadcast"):
+        kw["dim"] = draw(st.integers(0, rank - 1))
+    if op == "fill":
+        kw["value"] = draw(st.sampled_from([0.0, -np.inf]))
+    return CONSTRUCTORS[op](*shape, **kw)
+
+
+@pytest.mark.isa("avx2")
+@settings(max_examples=25, deadline=None)
+@given(_user_spec_st(), st.integers(0, 10**6))
+def test_random_impls_of_every_kind_match_numpy(spec, seed):
+    from morello.api import Program
+    from morello.search import SearchStats
+
+    eng = Engine(AVX2)
+    eng.solve(spec)
+    impl = random_impl(spec, eng, random.Random(seed))
+    note(impl.pformat())
+    prog = Program(spec, AVX2, impl, SearchStats(), 0.0)
+    note(prog.c_source)
+    ok, err = prog.verify(seed=seed)
+    assert ok, err
