@@ -31,7 +31,7 @@ Coord = Affine  # a tile origin: affine in the enclosing loops' variables
 Offset = Affine | str  # a buffer offset; C text only where a pack division stays
 
 def partial(name: str) -> str:
-    return resources.files("morello.codegen").joinpath("partials", name).read_text()
+    return resources.files("morello.codegen").joinpath("partials").joinpath(name).read_text()
 
 
 def _term(x: Coord, pack: int | None, inner: bool) -> Offset:
@@ -103,11 +103,12 @@ class OperandView:
         if b.registers:
             if not isinstance(off, Affine) or off.constant is None:
                 raise AssertionError("register tile with a symbolic origin")
-            off = off.constant
+            k = off.constant
             if b.tensor.level is Level.VRF:
                 vs = b.tensor.vector_size
-                return f"{b.name}_{off // vs}[{off % vs}]"
-            return f"{b.name}_{off}"
+                assert vs is not None
+                return f"{b.name}_{k // vs}[{k % vs}]"
+            return f"{b.name}_{k}"
         return f"{b.name}[{off}]"
 
     def ptr(self, off: int | str) -> str:
@@ -117,9 +118,11 @@ class OperandView:
         b = self.ref.buffer
         off = self._offset()
         assert isinstance(off, Affine) and off.constant is not None
-        off = off.constant
-        assert off % b.tensor.vector_size == 0
-        return f"{b.name}_{off // b.tensor.vector_size + j}"
+        k = off.constant
+        vs = b.tensor.vector_size
+        assert vs is not None
+        assert k % vs == 0
+        return f"{b.name}_{k // vs + j}"
 
 
 class _Emitter:
@@ -181,14 +184,21 @@ class _Emitter:
     def _for(v: Var) -> str:
         return f"for (long {v.name} = 0; {v.name} < {v.extent}; {v.name}++) {{"
 
-    def _block(self, impl: Impl, node: Block, refs) -> None:
+    def _block(self, impl: Impl, node: Block, refs: tuple[Ref, ...]) -> None:
         new_ref = None
         buf = None
         if node.alloc is not None:
             buf = self._declare(node.alloc)
             new_ref = Ref(buf, (Affine(),) * len(node.alloc.shape))
+
+        def ref(a: int) -> Ref:
+            if a == NEW:
+                assert new_ref is not None  # only a block that allocates names NEW
+                return new_ref
+            return refs[a]
+
         for child, args in zip(impl.children, node.steps):
-            self.emit(child, tuple(new_ref if a == NEW else refs[a] for a in args))
+            self.emit(child, tuple(ref(a) for a in args))
         if buf is not None and not buf.registers:
             self.w.line(f"free({buf.name});")
 
@@ -197,9 +207,11 @@ class _Emitter:
         64-byte aligned heap array."""
         ctype = new.dtype.c_type
         if new.level is Level.VRF:
+            vs = new.vector_size
+            assert vs is not None
             name = self.names.fresh("v")
-            nvec = new.volume // new.vector_size
-            vt = self.kernels.vector_type(new.dtype, new.vector_size)
+            nvec = new.volume // vs
+            vt = self.kernels.vector_type(new.dtype, vs)
             self.w.line(f"{vt.c_type} " + ", ".join(f"{name}_{j}" for j in range(nvec)) + ";")
             return Buffer(name, new, True)
         if new.level is Level.RF:
@@ -237,7 +249,8 @@ def emit_c(impl: Impl, target: Target | None = None, threads: int = 1) -> str:
     ``out``, ...); written operands are not ``const``. Parallel loops run on ``threads``
     OpenMP threads. ``target`` defaults to AVX2."""
     if target is None:
-        from morello.memory import AVX2 as target
+        from morello.memory import AVX2
+        target = AVX2
     spec = impl.spec
     info = KINDS[spec.kind]
     e = _Emitter(target, threads)

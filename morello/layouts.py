@@ -108,7 +108,7 @@ class Layout:
         ``(x[d] % pack if is_inner else x[d] // pack if pack else x[d]) * stride``.
         """
         phys = self.physical_shape(shape)
-        terms = []
+        terms: list[tuple[int, int | None, bool, int]] = []
         stride = 1
         for pd, size in reversed(list(zip(self.dims, phys))):
             outer_pack = None if pd.pack is not None else self.pack_of(pd.dim)

@@ -44,7 +44,8 @@ def schedule(spec: Spec, steps: list[Action | None], target: str | Target = "avx
     spec = spec.canonical()
     t0 = time.perf_counter()
     sess = _session(tgt, db_path)
-    if isinstance(steps, (str, bytes)) or not hasattr(steps, "__iter__"):
+    given: object = steps  # validated at run time: callers may pass anything
+    if isinstance(given, (str, bytes)) or not hasattr(given, "__iter__"):
         raise SpecError(f"steps must be a list of actions (or None), got {steps!r}")
     todo = list(steps)
     bad = [x for x in todo if x is not None and not isinstance(x, Action.__args__)]
@@ -80,6 +81,7 @@ def schedule(spec: Spec, steps: list[Action | None], target: str | Target = "avx
                                f"applicable here: {shown}")
         idx = cands.index(step)
         exp = step.expand(s, tgt)
+        assert exp is not None  # step is in applicable
         children = tuple(build(c) for c in exp.children)
         cost = combine(exp.const, exp.coefs, exp.own, [c.cost for c in children])
         return Impl(s, step, idx, children, cost)

@@ -207,7 +207,7 @@ class Engine:
 
     def moves(self, form: int, op: int, tid: int) -> list[int]:
         t = self.tensors[tid]
-        flat = []
+        flat: list[int] = []
         acts = operand_moves(self.form_keys[form][0], op, t, self.target)
         for m in acts:
             dest = m.destination_of(t)
@@ -221,7 +221,7 @@ class Engine:
 
     def select(self, i: int) -> list[int]:
         spec = self.spec_of(i)
-        flat = []
+        flat: list[int] = []
         for pos, k in enumerate(self.kernels.for_kind(spec.kind)):
             if k.applies_to(spec, self.target):
                 flat.extend((pos, k.cost(spec, self.target), k.vrf_regs))

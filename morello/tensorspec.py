@@ -82,6 +82,7 @@ class TensorSpec:
         if self.level is Level.RF:
             return self.volume
         if self.level is Level.VRF:
+            assert self.vector_size is not None
             return -(-self.volume // self.vector_size)
         return self.layout.cache_lines(
             self.shape, self.contig, self.dtype.size, target.line_bytes
@@ -103,6 +104,7 @@ class TensorSpec:
         if not self.layout.applies_to(tile):
             return False
         if self.level is Level.VRF:
+            assert self.vector_size is not None
             phys = self.layout.physical_shape(tile)
             if not phys or phys[-1] % self.vector_size:
                 return False

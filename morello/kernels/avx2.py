@@ -41,6 +41,7 @@ def _same_contiguous_f32(src: TensorSpec, dst: TensorSpec) -> Reason:
 
 
 def _vecs(t: TensorSpec) -> int:
+    assert t.vector_size is not None
     return t.volume // t.vector_size
 
 
@@ -163,7 +164,9 @@ def _vassign_check(spec: Spec, target: Target) -> Reason:
         return "cannot vector-assign with RF"
     if reason := _same_contiguous_f32(src, dst):
         return reason
-    if spec.volume % vrf[0].vector_size:
+    vs = vrf[0].vector_size
+    assert vs is not None
+    if spec.volume % vs:
         return "volume is not a multiple of the vector size"
     return None
 

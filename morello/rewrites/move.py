@@ -80,6 +80,8 @@ class Move:
                 return None
             return replace(t, level=self.level), True
         if self.level is Level.VRF:
+            if self.vector_size is None:  # a hand-built Move into registers needs one
+                return None
             phys = self.layout.physical_shape(t.shape)
             if not phys or phys[-1] % self.vector_size:
                 return None
@@ -120,12 +122,14 @@ class Move:
     def apply(self, spec: Spec, target: Target) -> Block:
         """A block that allocates the destination (nothing for a view) and runs the
         prologue copy, the body on the new operand, and the epilogue copy."""
-        new, view = self.destination(spec)
+        dest = self.destination(spec)
+        assert dest is not None  # apply follows a successful expand
+        new, view = dest
         if view:  # the same buffer, now counted as resident in a cache
             return Block((tuple(range(len(spec.operands))),))
         body = tuple(NEW if j == self.operand else j for j in range(len(spec.operands)))
         info = KINDS[spec.kind]
-        steps = []
+        steps: list[tuple[int, ...]] = []
         if self.operand in info.reads:
             steps.append((self.operand, NEW))
         steps.append(body)

@@ -58,9 +58,9 @@ def _sizes(limit: int, target: Target, rows: bool = False):
 
 
 def _tiled_spec(spec: Spec, sdim: int, size: int, serial: bool) -> Spec | None:
-    shape = list(spec.shape)
-    shape[sdim] = size
-    shape = tuple(shape)
+    dims = list(spec.shape)
+    dims[sdim] = size
+    shape = tuple(dims)
     ops = []
     for o, s in zip(spec.operands, operand_shapes(spec.kind, shape, spec.params)):
         if not o.valid_tile_shape(s):
@@ -135,7 +135,9 @@ class TileOut:
         return loop_expansion(spec, sdim, self.size, self.parallel, target)
 
     def apply(self, spec: Spec, target: Target) -> Loop:
-        return Loop(self.spec_dim(spec), self.size, self.parallel)
+        sdim = self.spec_dim(spec)
+        assert sdim is not None  # apply follows a successful expand
+        return Loop(sdim, self.size, self.parallel)
 
     def __str__(self) -> str:
         return f"TileOut{'Par' if self.parallel else ''}(dim={self.dim}, size={self.size})"
@@ -164,7 +166,9 @@ class Split:
         return loop_expansion(spec, sdim, self.size, False, target)
 
     def apply(self, spec: Spec, target: Target) -> Loop:
-        return Loop(self.spec_dim(spec), self.size)
+        sdim = self.spec_dim(spec)
+        assert sdim is not None  # apply follows a successful expand
+        return Loop(sdim, self.size)
 
     def __str__(self) -> str:
         return f"Split({'' if self.dim is None else f'dim={self.dim}, '}size={self.size})"
