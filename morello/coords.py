@@ -198,7 +198,7 @@ def _limit_from_coord(level: Level, c: int) -> int:
 
 # --- Specs ---------------------------------------------------------------------------
 
-def _key_params(kind: PrimKind, params: tuple) -> tuple:
+def key_params(kind: PrimKind, params: tuple) -> tuple:
     """Kind parameters as table-key items: ints stay, fill values become their text
     (so keys hold only ints and strings)."""
     return tuple(repr(float(v)) if name == "value" else v
@@ -220,7 +220,7 @@ def spec_key(spec: Spec) -> tuple:
     coordinate; a fill value is written as text)."""
     return (
         KINDS[spec.kind].family,
-        _key_params(spec.kind, spec.params),
+        key_params(spec.kind, spec.params),
         tuple(o.dtype.short for o in spec.operands),
         len(spec.shape),
     )

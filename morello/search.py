@@ -16,7 +16,7 @@ from morello._dp import Solver
 from morello._expand import Expander
 from morello._graph import SpecGraph
 from morello._memo import MemoTable
-from morello.coords import _key_params, operand_coords, point_len
+from morello.coords import key_params, operand_coords, point_len
 from morello.cost import Cost, move_cost
 from morello.dtypes import Dtype
 from morello.errors import MorelloError, SpecError
@@ -122,7 +122,7 @@ class Engine:
     def _table_of(self, form: int, dtype_codes: tuple[int, ...]) -> int:
         """The persistent table of Specs of ``form`` over operands of these dtypes."""
         kind, params, rank = self.form_keys[form]
-        key = (KINDS[kind].family, _key_params(kind, params),
+        key = (KINDS[kind].family, key_params(kind, params),
                tuple(_DTYPES[c].short for c in dtype_codes), rank)
         i = self._table_index.get(key)
         if i is None:
