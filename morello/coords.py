@@ -280,7 +280,7 @@ def spec_from_coords(key: tuple, point: tuple[int, ...], target: Target = AVX2) 
     Raises ValueError (a SpecError where the Spec itself is invalid) for a malformed key
     or point.
     """
-    family, key_params, dtype_names, rank = key
+    family, param_items, dtype_names, rank = key
     if family not in _N_OPERANDS:
         raise ValueError(f"unknown table family {family!r}")
     n_ops = _N_OPERANDS[family]
@@ -297,7 +297,7 @@ def spec_from_coords(key: tuple, point: tuple[int, ...], target: Target = AVX2) 
     if member not in FAMILIES[family]:
         raise ValueError(f"member coordinate {member} names no kind of family {family}")
     kind = FAMILIES[family][member]
-    params = _params_from_key(kind, key_params)
+    params = _params_from_key(kind, param_items)
     shape = tuple(next(it) + 1 for _ in range(rank))
     reason = KINDS[kind].check_params(rank, params)
     if reason:
