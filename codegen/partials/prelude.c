@@ -6,24 +6,13 @@
 #include <string.h>
 #include <time.h>
 
-static inline float morello_hsum8(__m256 v) {
-    __m128 lo = _mm256_castps256_ps128(v);
-    __m128 hi = _mm256_extractf128_ps(v, 1);
-    lo = _mm_add_ps(lo, hi);
-    __m128 sh = _mm_movehdup_ps(lo);
-    __m128 s = _mm_add_ps(lo, sh);
-    sh = _mm_movehl_ps(sh, s);
-    s = _mm_add_ss(s, sh);
-    return _mm_cvtss_f32(s);
-}
-
-static inline float morello_hmax8(__m256 v) {
-    __m128 lo = _mm256_castps256_ps128(v);
-    __m128 hi = _mm256_extractf128_ps(v, 1);
-    lo = _mm_max_ps(lo, hi);
-    __m128 sh = _mm_movehdup_ps(lo);
-    __m128 s = _mm_max_ps(lo, sh);
-    sh = _mm_movehl_ps(sh, s);
-    s = _mm_max_ss(s, sh);
-    return _mm_cvtss_f32(s);
-}
+/* Horizontal reductions of 8 floats: fold the halves, then pairs, then the last two. */
+#define MORELLO_HREDUCE8(name, op, op_ss)                                                  \
+    static inline float name(__m256 v) {                                                   \
+        __m128 lo = op(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));            \
+        __m128 sh = _mm_movehdup_ps(lo);                                                   \
+        __m128 s = op(lo, sh);                                                             \
+        return _mm_cvtss_f32(op_ss(s, _mm_movehl_ps(sh, s)));                              \
+    }
+MORELLO_HREDUCE8(morello_hsum8, _mm_add_ps, _mm_add_ss)
+MORELLO_HREDUCE8(morello_hmax8, _mm_max_ps, _mm_max_ss)
