@@ -29,6 +29,7 @@ operand of a Spec has the Spec's rank and no tensor is of rank 0.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -254,6 +255,7 @@ KINDS: dict[PrimKind, KindInfo] = {
 BY_TITLE = {info.title: kind for kind, info in KINDS.items()}
 
 
+@functools.lru_cache(maxsize=1 << 16)  # Spec validation calls it for every Spec built
 def operand_shapes(kind: PrimKind, shape: tuple[int, ...],
                    params: Params = ()) -> tuple[tuple[int, ...], ...]:
     """Each operand's shape, from the Spec's ``shape`` through the kind's operand map."""
