@@ -1,7 +1,8 @@
 """Build the compiled core of morello: one module per role (see STYLE.md rule 1).
 
 _graph (interned Specs and form tables), _expand (native action rows), _dp (the DP
-recurrence and the bridge to the persistent tables), _memo (the compressed memo table);
+recurrence and the bridge to the persistent tables), _memo (the compressed memo table), _pages (the tables split into pages
+loaded on demand);
 they share the containers of _vec.pxd.
 """
 import os
@@ -24,6 +25,7 @@ extensions = [
     Extension(name, [f"morello/{name.split('.')[-1]}.pyx"],
               include_dirs=[np.get_include()], extra_compile_args=flags,
               define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
-    for name in ("morello._graph", "morello._expand", "morello._dp", "morello._memo")
+    for name in ("morello._graph", "morello._expand", "morello._dp", "morello._memo",
+                 "morello._pages")
 ]
 setup(ext_modules=cythonize(extensions, compiler_directives=directives))

@@ -4,6 +4,7 @@ from libc.stdint cimport int64_t
 
 from morello._expand cimport Expander, rows_t
 from morello._graph cimport HARD_MAX_LEVELS, SpecGraph
+from morello._pages cimport PageCache
 from morello._vec cimport vec_t
 
 
@@ -46,9 +47,8 @@ cdef class Solver:
     cdef vec_t m_action             # action index, -1 = unsatisfiable
     cdef vec_t m_next               # next entry of the same id, -1 = end
     cdef vec_t m_persist            # 1 if it must be written to the tables
-    # the persistent layer: compressed MemoTables, by table index (SpecGraph.id_table)
-    cdef list tables                # MemoTables (the list may grow while attached)
-    cdef bint consult_tables        # look misses up in the tables
+    # the persistent layer: compressed MemoTables in pages, by table (SpecGraph.id_table)
+    cdef PageCache pages            # or None: results stay in the working memo
     cdef int64_t table_hits         # lookups answered by the tables
     cdef public int64_t specs_solved   # (id, limits) pairs solved
     cdef public int64_t rows_evaluated # (Spec, action) rows evaluated

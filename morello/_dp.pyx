@@ -28,6 +28,7 @@ from libc.stdlib cimport free, realloc
 from morello._expand cimport Expander, rows_free, rows_t
 from morello._graph cimport HARD_MAX_LEVELS, HARD_MAX_POINT, SpecGraph
 from morello._memo cimport MAX_NVALUES, MemoTable
+from morello._pages cimport PageCache
 from morello._vec cimport _push, _vec_free, vec_t
 
 cdef int64_t MAX_COST = (<int64_t>1) << 62
@@ -89,7 +90,7 @@ cdef class Solver:
         for l in range(self.L):
             self.reg[l] = graph.reg[l]
         self.rows.L = self.L
-        self.tables = []
+        self.pages = None
 
     def __dealloc__(self):
         cdef vec_t* vs[11]
@@ -116,7 +117,7 @@ cdef class Solver:
 
         Misses fall through to the persistent tables (see ``_from_table``)."""
         cdef int64_t m = self._lookup_local(i, limits)
-        if m >= 0 or not self.consult_tables:
+        if m >= 0 or self.pages is None:
             return m
         return self._from_table(i, limits)
 
@@ -361,24 +362,16 @@ cdef class Solver:
     # ---- the persistent layer ------------------------------------------------------
     # Results live in compressed MemoTables over the coordinates of ``morello.coords``:
     # the Spec's point, with the memory coordinates spanning [encoded peaks, encoded
-    # limits]. Values are exact: the main cost per unit of volume as a reduced fraction,
-    # then peaks, depth and action index, so identical decisions of neighbouring Specs
-    # merge into one box. The per-id lists above are the search's working cache;
-    # ``persist`` writes what the search found into the tables.
+    # limits], split into pages (``morello._pages``) that are loaded when a lookup first
+    # touches them. Values are exact: the main cost per unit of volume as a reduced
+    # fraction, then peaks, depth and action index, so identical decisions of neighbouring
+    # Specs merge into one box. The per-id lists above are the search's working cache;
+    # ``persist`` writes what the search found into the pages.
 
-    def attach_tables(self, list tables, bint consult=True):
-        """Use ``tables`` (MemoTables by table index; the list may grow later) as the
-        persistent layer.
-
-        ``consult``: look results up there on a miss. Only results loaded from disk can be
-        found there and not in the working cache (``persist`` copies the latter into the
-        tables), so an engine that started empty skips the lookups: they cost ~30% of a
-        cold search."""
-        for t in tables:
-            if not isinstance(t, MemoTable):
-                raise TypeError("tables must be MemoTables")
-        self.tables = tables
-        self.consult_tables = consult
+    def attach_pages(self, PageCache pages):
+        """Use ``pages`` as the persistent layer (None: none). A lookup that misses the
+        working memo asks the pages, which answer at once for tables without pages."""
+        self.pages = pages
 
     @property
     def table_hits(self):
@@ -386,13 +379,16 @@ cdef class Solver:
 
     cdef int64_t _from_table(self, int64_t i, const int64_t* limits) except -2:
         cdef int64_t pt[HARD_MAX_POINT]
-        cdef int64_t fam = self.graph.point(i, limits, pt)
+        cdef int64_t fam = self.graph.id_table.data[i]
         cdef MemoTable t
-        cdef int64_t box, num, den, nd, l, L = self.L
+        cdef int64_t box, num, den, nd, l, vol, L = self.L
         cdef frame_t f
-        if fam < 0 or fam >= len(self.tables):
+        if not self.pages.has_pages(fam):
             return -1
-        t = self.tables[fam]
+        self.graph.point(i, limits, pt)
+        t = self.pages.find(fam, pt, False)
+        if t is None:
+            return -1
         if t.ndim != self.graph.point_len(i):
             raise ValueError(f"table {fam} has points of {t.ndim} coordinates, "
                              f"id {i} has {self.graph.point_len(i)}")
@@ -407,8 +403,12 @@ cdef class Solver:
             f.best_peaks[l] = t.box_value(box, 2 + l)
             # the box's memory range, decoded back to units
             f.limits[l] = _decode_limit(self.reg[l], t.box_hi(box, nd + l))
-        # den divides the volume (the fraction was reduced from main / volume).
-        f.best_main = num * (self.graph.volume(i) // den)
+        # den divides the volume (the fraction was reduced from main / volume); pages are
+        # validated when loaded, but a value that does not fit this Spec is refused here.
+        vol = self.graph.volume(i)
+        if den < 1 or num < 0 or vol % den != 0:
+            raise ValueError(f"stored cost {num}/{den} does not fit a Spec of volume {vol}")
+        f.best_main = sat_mul(num, vol // den)
         f.best_depth = t.box_value(box, 2 + L)
         f.best_action = t.box_value(box, 3 + L)
         self._store(&f)
@@ -435,8 +435,7 @@ cdef class Solver:
                 if self.m_persist.data[m]:
                     self.m_persist.data[m] = 0
                     fam = self.graph.point(i, self.m_hi.data + m * L, hi)
-                    if 0 <= fam < len(self.tables):
-                        t = self.tables[fam]
+                    if self.pages.declared(fam):
                         self.graph.point(i, self.m_lo.data + m * L, lo)
                         vol = self.graph.volume(i)
                         a = self.m_main.data[m]
@@ -447,7 +446,7 @@ cdef class Solver:
                             val[2 + l] = self.m_peaks.data[m * L + l]
                         val[2 + L] = self.m_depth.data[m]
                         val[3 + L] = self.m_action.data[m]
-                        t._put(lo, hi, val)
+                        self.pages.put(fam, lo, hi, val)
                         n += 1
                 m = self.m_next.data[m]
         return n

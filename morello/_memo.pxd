@@ -12,7 +12,7 @@ is ``put`` without argument checks (requires 0 <= lo <= hi). Changing the
 fields below changes the object layout: rebuild both extensions afterwards.
 """
 cimport cython
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
 
 from morello._vec cimport _grow, _push, _reserve, _same_row, vec_t
 
@@ -45,6 +45,7 @@ cdef int _read_row(object seq, int64_t* out, int n, str name) except -1
 cdef class MemoTable:
     cdef readonly int ndim                   # number of coordinates of a point
     cdef readonly int nvalues                # number of int64 in a value row
+    cdef public uint64_t merge_dims          # bit d set: merge neighbours along dim d
 
     # Boxes, indexed by id. A free id has _alive[id] == 0.
     cdef int64_t* _lo                        # (_cap, ndim) inclusive low corners

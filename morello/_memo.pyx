@@ -10,7 +10,8 @@ Invariants kept by every public method:
 
 * stored boxes are pairwise disjoint (a later put overwrites the overlap);
 * after ``put``, no two stored boxes are *face-mergeable*: equal values, equal
-  extents in all dimensions but one, and adjacent in that one. (Boxes loaded
+  extents in all dimensions but one, and adjacent in that one, if that one is
+  among ``merge_dims`` (a bit mask, all dimensions by default). (Boxes loaded
   by ``from_arrays`` are kept as given.)
 
 Index: a bucket k-d tree over space. Each internal node cuts its region by an
@@ -121,6 +122,7 @@ cdef class MemoTable:
                 f"nvalues must be in 1..{MAX_NVALUES}, got {nvalues}")
         self.ndim = ndim
         self.nvalues = nvalues
+        self.merge_dims = ~(<uint64_t>0)
         self._reserve_nodes(1)
         self._nnodes = 1
         self._parent[0] = -1
@@ -672,6 +674,8 @@ cdef class MemoTable:
         while merged:
             merged = False
             for j in range(d):
+                if not (self.merge_dims >> j) & 1:
+                    continue
                 for side in range(2):
                     memcpy(p, &self._lo[box * d], d * sizeof(int64_t))
                     if side == 0:
@@ -827,6 +831,19 @@ cdef class MemoTable:
 
     def __len__(self):
         return self._nalive
+
+    def nbytes(self):
+        """Bytes this table holds in C buffers (boxes, index, scratch): for cache budgets."""
+        cdef int64_t i, n = self._cap * ((2 * self.ndim + self.nvalues) * 8 + 9)
+        n += self._nodes_cap * (sizeof(node_t) + sizeof(int32_t) + 2 * sizeof(int64_t))
+        n += self._leaves_cap * sizeof(leaf_t)
+        for i in range(self._nleaves):
+            n += (self._leaves[i].ids.cap + self._leaves[i].keys.cap) * sizeof(int64_t)
+        for v in (self._free.cap, self._stack.cap, self._touched.cap, self._hits.cap,
+                  self._work.cap, self._keys.cap, self._gather.cap, self._sample.cap,
+                  self._pair_free.cap, self._leaf_free.cap):
+            n += v * sizeof(int64_t)
+        return n + 256
 
     def covered(self):
         """The number of points with a value (the boxes' total volume)."""

@@ -6,7 +6,9 @@ memory; ``synthesize`` returns a ``Program`` that can be emitted, compiled, veri
 against the kind's numpy reference (``morello.kinds``) and timed."""
 from __future__ import annotations
 
+import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,10 +17,11 @@ import numpy as np
 from morello import db as dbmod
 from morello import layouts
 from morello.dtypes import SUPPORTED, Dtype, parse_dtype
-from morello.errors import MorelloError, SpecError
+from morello._pages import PageCache
+from morello.errors import DatabaseError, MorelloError, SpecError
 from morello.impl import Impl, reconstruct, replay
 from morello.memory import Level, Target, parse_target
-from morello.search import Engine, SearchStats
+from morello.search import NVALUES, Engine, SearchStats
 from morello.specs import KINDS, PrimKind, Spec, operand_shapes, reduction_dims
 from morello.tensorspec import fresh
 
@@ -132,51 +135,101 @@ OPERATIONS = {
 CONSTRUCTORS = {name: make for name, (_, make) in OPERATIONS.items()}
 
 
+class DatabaseWarning(UserWarning):
+    """A database can be read but not written: new results stay in this process."""
+
+
+# A session's Engine is dropped after a save once it holds this many logical Specs: the
+# store keeps every result, so a long-lived process does not grow without bound.
+ENGINE_MAX_SPECS = 2_000_000
+
+
 class _Session:
-    """One (target, database) in this process: its roots, and its Engine once needed."""
+    """One (target, database) in this process: its store, and its Engine once needed.
+
+    Calls are serialized by ``lock`` (the Engine and the store's connection are not
+    thread-safe), so threads may share a session."""
 
     def __init__(self, target: Target, db_path: Path | None) -> None:
         self.target = target
         self.db_path = db_path
-        self.roots = dbmod.load_roots(db_path, target) if db_path is not None else {}
+        self.lock = threading.RLock()
+        self.store = dbmod.Store(db_path, target) if db_path is not None else None
+        self.roots: dict[str, tuple[list[int], int]] = {}  # not yet saved
         self._engine: Engine | None = None
+        if self.store is not None and not self.store.writable:
+            warnings.warn(f"database {db_path} is read-only: it answers what it holds, "
+                          "and new results are kept in this process only",
+                          DatabaseWarning, stacklevel=4)
+
+    def root(self, text: str) -> tuple[list[int], int] | None:
+        found = self.roots.get(text)
+        if found is None and self.store is not None:
+            found = self.store.root(text)
+        return found
 
     def engine(self, progress) -> Engine:
         if self._engine is None:
-            tables = dbmod.load(self.db_path, self.target) if self.db_path else {}
-            self._engine = Engine(self.target, tables=tables)
+            self._engine = Engine(self.target, store=self.store)
         self._engine.progress = progress
         return self._engine
 
-    def save(self) -> int:
-        if self._engine is not None:
-            self._engine.persist()
-        assert self.db_path is not None  # only sessions with a database are saved
-        tables = ({k: t.to_arrays() for k, t in self._engine.tables.items()}
-                  if self._engine is not None else dbmod.load(self.db_path, self.target))
-        return dbmod.save(self.db_path, self.target, tables, self.roots)
+    def drop_engine(self) -> None:
+        """Forget the Engine (after an error inside it, or when it has grown large)."""
+        self._engine = None
+
+    def save(self, stats: dict | None = None) -> int:
+        """Write what the Engine found (and the new roots) to the store; the pages
+        written. Without a writable store, results stay in memory."""
+        eng = self._engine
+        if eng is not None:
+            eng.persist()
+        if self.store is None or not self.store.writable:
+            return 0
+        if eng is None:
+            pages = PageCache(NVALUES, 0, lambda i, p: None)
+            written = self.store.save(pages, [], self.roots, stats)
+        else:
+            written = self.store.save(eng.pages, eng.table_keys, self.roots, stats,
+                                      eng.store_ids)
+            if eng.graph.n_ids > ENGINE_MAX_SPECS:
+                self.drop_engine()
+        self.roots.clear()
+        return written
 
 
 _SESSIONS: dict[tuple[str, str | None], _Session] = {}
+_SESSIONS_LOCK = threading.Lock()
 
 
 def _session(target: Target, db_path: Path | None) -> _Session:
-    key = (target.db_key, None if db_path is None else str(db_path))
-    if key not in _SESSIONS:
-        _SESSIONS[key] = _Session(target, db_path)
-    return _SESSIONS[key]
+    key = (target.db_key, None if db_path is None else str(db_path.absolute()))
+    with _SESSIONS_LOCK:
+        if key not in _SESSIONS:
+            _SESSIONS[key] = _Session(target, db_path)
+        return _SESSIONS[key]
+
+
+def close_sessions() -> None:
+    """Close every open database of this process (later calls open them again)."""
+    with _SESSIONS_LOCK:
+        for sess in _SESSIONS.values():
+            if sess.store is not None:
+                sess.store.close()
+        _SESSIONS.clear()
 
 
 def _replay_root(sess: _Session, spec: Spec) -> Impl | None:
     """The stored optimum of a Spec asked for before, if its trace still replays to it."""
-    root = sess.roots.get(str(spec))
+    root = sess.root(str(spec))
     if root is None:
         return None
+    trace, cost = root
     try:
-        impl = replay(spec, sess.target, root["trace"])
+        impl = replay(spec, sess.target, trace)
     except (MorelloError, IndexError, StopIteration, TypeError, KeyError):
         return None
-    return impl if impl.cost.main == root["cost"] else None
+    return impl if impl.cost.main == cost else None
 
 
 @dataclass
@@ -249,8 +302,9 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
                progress=None, threads: int = 1, calibration: str | None = None) -> Program:
     """Find the cheapest Impl of ``spec``.
 
-    ``db``: None uses the default database (``$XDG_CACHE_HOME/morello/<target>.db``), a path
-    uses that file, False keeps results in memory only. ``progress(seen, solved, seconds)``
+    ``db``: None uses the default database (``$XDG_CACHE_HOME/morello/results-v11.sqlite``),
+    a path uses that file (read-only files answer what they hold, with a
+    ``DatabaseWarning``), False keeps results in memory only. ``progress(seen, solved, seconds)``
     is called about twice a second during long searches, and ``progress.saving(path)``, if
     the callback has it, before the database is written. ``threads``: processors the cost
     model assumes for parallel loops (used when ``spec`` is not serial) and OpenMP threads.
@@ -258,31 +312,50 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
     ``morello.memory.parse_target``).
     """
     tgt = parse_target(target, threads, calibration) if isinstance(target, str) else target
-    db_path = dbmod.resolve(db, tgt)
-    if db_path is not None:
-        dbmod.check_writable(db_path)
+    db_path = dbmod.resolve(db)
     spec = spec.canonical()
     t0 = time.perf_counter()
     sess = _session(tgt, db_path)
-    impl = _replay_root(sess, spec)
-    if impl is not None:
-        return Program(spec, tgt, impl, SearchStats(), time.perf_counter() - t0)
-    eng = sess.engine(progress)
-    try:
-        sol, stats = eng.solve(spec)
-    except KeyboardInterrupt:
-        # Every result stored so far is complete: keep them for the next run.
-        if db_path is not None:
+    with sess.lock:
+        impl = _replay_root(sess, spec)
+        if impl is not None:
+            return Program(spec, tgt, impl, SearchStats(), time.perf_counter() - t0)
+        eng = sess.engine(progress)
+        before = (eng.solver.table_hits, eng.pages.stats())
+        try:
+            sol, stats = eng.solve(spec)
+        except KeyboardInterrupt:
+            # Every result stored so far is complete: keep them for the next run.
             sess.save()
-        raise
-    if sol is None:
-        raise SpecError(f"no implementation of {spec} fits the memory limits")
-    impl = reconstruct(spec, tgt, eng.lookup)
-    seconds = time.perf_counter() - t0
-    sess.roots[str(spec)] = {"trace": impl.trace(), "cost": impl.cost.main}
-    if db_path is not None:
-        saving = getattr(progress, "saving", None)
-        if saving is not None and stats.specs_solved:
-            saving(db_path)
-        sess.save()
-    return Program(spec, tgt, impl, stats, seconds)
+            sess.drop_engine()
+            raise
+        except BaseException:
+            sess.drop_engine()  # its state is not to be trusted after an error
+            raise
+        if sol is None:
+            raise SpecError(f"no implementation of {spec} fits the memory limits")
+        impl = reconstruct(spec, tgt, eng.lookup)
+        if impl.cost.main != sol.cost.main:
+            sess.drop_engine()
+            raise DatabaseError(f"the stored results of {db_path} do not rebuild a program "
+                                f"of the cost they claim for {spec}; the database is "
+                                "corrupt: delete it or pass another --db")
+        seconds = time.perf_counter() - t0
+        sess.roots[str(spec)] = (impl.trace(), impl.cost.main)
+        if sess.store is not None:
+            saving = getattr(progress, "saving", None)
+            if saving is not None and stats.specs_solved and sess.store.writable:
+                saving(db_path)
+            sess.save(_search_stats(stats, eng, before))
+        return Program(spec, tgt, impl, stats, seconds)
+
+
+def _search_stats(stats: SearchStats, eng: Engine, before: tuple[int, dict]) -> dict:
+    """What ``morello db stats`` reports of the last search: (Spec, limits) pairs solved
+    and answered by the database, and how its pages were found."""
+    hits0, pages0 = before
+    pages = eng.pages.stats()
+    return {"specs_solved": stats.specs_solved, "seconds": round(stats.seconds, 3),
+            "answered_by_database": eng.solver.table_hits - hits0,
+            **{f"page_{k}": pages[k] - pages0[k]
+               for k in ("hits", "loads", "evictions", "absent")}}

@@ -25,11 +25,15 @@ examples:
   morello bench add 512 1024             an elementwise add, next to numpy
   morello bench max 512 1024 --dim 1     row maxima
   morello db stats                       what the database holds
+  morello db check                       verify every page of the database
+  morello db merge a.sqlite b.sqlite -o all.sqlite   combine databases
   morello calibrate                      measure the cost model's constants on this host
 
 Results of every search are kept in a database (default:
-$XDG_CACHE_HOME/morello/<target>@<constants>+<actions>.db) and reused by later searches,
-for any shape; --db chooses another file.
+$XDG_CACHE_HOME/morello/results-v11.sqlite) and reused by later searches, for any
+shape; --db chooses another file. One file holds results for every target, thread
+count, set of cost constants and version of the action table, each apart. Several
+processes may search into one file at once; a read-only file answers what it holds.
 """
 
 OPS = ("matmul", "add", "mul", "relu", "fill", "broadcast", "max", "sum")  # api.OPERATIONS
@@ -49,7 +53,9 @@ def _add_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="f32", help="element type (default f32)")
     p.add_argument("--target", default="avx2", help="target ISA (default avx2)")
     p.add_argument("--db", metavar="PATH", default=None,
-                   help="database file to read and extend (default: user cache dir)")
+                   help="database file to read and extend (default: "
+                        "$XDG_CACHE_HOME/morello/results-v11.sqlite); a read-only file is "
+                        "read, and new results are then kept in memory only")
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="threads: parallel loops are searched and run on N OpenMP "
                         "threads (default 1: serial code)")
@@ -83,13 +89,34 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spec_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--repeats", type=int, default=7, help="timed repeats (default 7)")
-    p = sub.add_parser("db", help="inspect the database")
-    p.add_argument("what", choices=["stats"])
-    p.add_argument("--db", metavar="PATH", default=None)
-    p.add_argument("--target", default="avx2")
-    p.add_argument("--threads", type=int, default=1)
-    _add_calibration_arg(p)
-    p.add_argument("--json", action="store_true")
+    p = sub.add_parser(
+        "db", help="inspect, verify or merge results databases",
+        description="The results database is a SQLite file of pages of solved Specs, one "
+                    "context per target, cost constants and action table. "
+                    "`stats` reports what it holds and how the last search used it; "
+                    "`check` verifies every page and exits 2 if any is bad; `merge` "
+                    "combines databases (say, of searches run on several machines) into "
+                    "one.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  morello db stats\n  morello db stats --db my.sqlite --json\n"
+               "  morello db check --db shipped.sqlite\n"
+               "  morello db merge a.sqlite b.sqlite -o all.sqlite")
+    dbsub = p.add_subparsers(dest="what", required=True, metavar="ACTION")
+    q = dbsub.add_parser("stats", help="pages, boxes, Specs covered, bytes and the last "
+                         "search's page-cache figures, per context")
+    q.add_argument("--db", metavar="PATH", default=None,
+                   help="the database (default: the user cache's)")
+    q.add_argument("--json", action="store_true", help="print one JSON object")
+    q = dbsub.add_parser("check", help="verify the file and every page in it "
+                         "(exit 0 if sound, 2 naming the first bad page)")
+    q.add_argument("--db", metavar="PATH", default=None,
+                   help="the database (default: the user cache's)")
+    q.add_argument("--json", action="store_true", help="print one JSON object")
+    q = dbsub.add_parser("merge", help="merge databases into one (-o), validating each")
+    q.add_argument("inputs", nargs="+", metavar="DB", help="databases to read")
+    q.add_argument("-o", "--output", metavar="PATH", required=True,
+                   help="the database to write (created if absent, else extended)")
+    q.add_argument("--json", action="store_true", help="print one JSON object")
     p = sub.add_parser(
         "calibrate", help="measure the cost model's constants on this machine",
         description="Time microbenchmarks of the kernels and memory levels on this host "
@@ -146,34 +173,29 @@ def _spec(args):
     return make(*args.sizes, **kw)
 
 
-def _note_superseded(args, quiet: bool) -> None:
-    """Say when the default database starts fresh because older ones were written under
-    another action table (they stay where they are)."""
-    if args.db is not None or quiet:
-        return
-    from morello import db as dbmod
-    from morello.memory import parse_target
-
-    tgt = parse_target(args.target, args.threads, args.calibration)
-    if not dbmod.default_path(tgt).exists():
-        for old in dbmod.superseded(tgt):
-            print(f"morello: note: {old} was written under another action table; "
-                  f"starting {dbmod.default_path(tgt).name} beside it", file=sys.stderr)
-
-
 def _program(args):
     import morello
 
     spec = _spec(args)
+    import warnings
+
+    from morello.api import DatabaseWarning
+
     quiet = args.quiet or getattr(args, "json", False)
-    _note_superseded(args, quiet)
     progress = _progress(quiet)
     try:
-        return morello.synthesize(spec, target=args.target, db=args.db, progress=progress,
-                                  threads=args.threads, calibration=args.calibration)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", DatabaseWarning)
+            prog = morello.synthesize(spec, target=args.target, db=args.db,
+                                      progress=progress, threads=args.threads,
+                                      calibration=args.calibration)
     finally:
         if progress is not None:
             progress.close()
+    for w in caught:
+        if issubclass(w.category, DatabaseWarning):
+            print(f"morello: note: {w.message}", file=sys.stderr)
+    return prog
 
 
 def cmd_synth(args) -> int:
@@ -243,15 +265,24 @@ def cmd_db(args) -> int:
     from pathlib import Path
 
     from morello import db as dbmod
-    from morello.memory import parse_target
 
-    tgt = parse_target(args.target, args.threads, args.calibration)
-    path = Path(args.db) if args.db else dbmod.default_path(tgt)
-    stats = dbmod.stats(path, tgt)
-    if args.json:
-        print(json.dumps(stats))
+    if args.what == "merge":
+        result = dbmod.merge([Path(p) for p in args.inputs], Path(args.output))
     else:
-        for k, v in stats.items():
+        path = Path(args.db) if args.db else dbmod.default_path()
+        result = dbmod.stats(path) if args.what == "stats" else dbmod.check(path)
+    if args.json:
+        print(json.dumps(result))
+    elif args.what == "stats":
+        for k, v in result.items():
+            if k != "contexts":
+                print(f"{k:24} {v}")
+        for c in result["contexts"]:
+            print(f"context {c['target']} (actions {c['actions']}): {c['pages']} pages, "
+                  f"{c['boxes']} boxes, {c['specs_covered']} Specs covered, "
+                  f"{c['roots']} roots")
+    else:
+        for k, v in result.items():
             print(f"{k:24} {v}")
     return 0
 
@@ -303,8 +334,26 @@ COMMANDS = {"synth": cmd_synth, "emit": cmd_emit, "run": cmd_run, "bench": cmd_b
             "db": cmd_db, "calibrate": cmd_calibrate}
 
 
+def _interrupt_on(*signums: int) -> None:
+    """Make these signals stop the command like Ctrl-C (a search then saves what it
+    solved before exiting)."""
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    for signum in signums:
+        try:
+            signal.signal(signum, handler)
+        except (ValueError, OSError):  # not the main thread, or not on this platform
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
     args = build_parser().parse_args(argv)
+    _interrupt_on(signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else []))
     try:
         return COMMANDS[args.command](args)
     except MorelloError as e:

@@ -49,7 +49,9 @@ __all__ = [
     "operand_coords",
     "layout_code",
     "layout_from_code",
+    "page_blocks",
     "point_len",
+    "segments",
     "spec_from_coords",
     "spec_key",
     "spec_point",
@@ -236,6 +238,40 @@ def point_len(key: tuple) -> int:
         + 1
         + NLEVELS
     )
+
+
+# Coordinate kinds, in point order (see the table above); ``segments`` lists them per point.
+OPERAND_SEGMENTS = ("level", "layout", "deficit", "vector")
+
+# Pages of the persistent tables (``morello._pages``): shape coordinates are cut into
+# blocks of SHAPE_BLOCK sizes; the member, operand levels and serial coordinates each give
+# their own pages; layouts, contiguity, vector sizes and memory limits stay inside a page.
+# Chosen by measurement (benchmarks/db_scaling.py): smaller blocks make small queries read
+# less, larger ones make large searches write fewer pages.
+SHAPE_BLOCK = 8
+_PAGE_BLOCK = {"member": 1, "shape": SHAPE_BLOCK, "level": 1, "layout": 0, "deficit": 0,
+               "vector": 0, "serial": 1, "limit": 0}
+
+
+def segments(key: tuple) -> tuple[str, ...]:
+    """The kind of each coordinate of a point of table ``key``: ``member``, ``shape``,
+    ``level``, ``layout``, ``deficit``, ``vector``, ``serial`` or ``limit``."""
+    family, _, _, rank = key
+    return (("member",) * (1 if family in _HAS_MEMBER else 0) + ("shape",) * rank
+            + OPERAND_SEGMENTS * _N_OPERANDS[family] + ("serial",) + ("limit",) * NLEVELS)
+
+
+def page_blocks(key: tuple) -> tuple[int, ...]:
+    """The page geometry of new tables of ``key``: a block per coordinate, 0 = unpaged."""
+    return tuple(_PAGE_BLOCK[s] for s in segments(key))
+
+
+def merge_dims(key: tuple) -> tuple[int, ...]:
+    """The coordinates along which equal neighbours of table ``key`` are merged: all but
+    those that are constant within a page (member, levels, serial) and layout codes
+    (whose neighbours are unrelated layouts: merging along them saves nothing)."""
+    return tuple(d for d, s in enumerate(segments(key))
+                 if s in ("shape", "deficit", "vector", "limit"))
 
 
 def _vector_index(t: TensorSpec, target: Target) -> int:

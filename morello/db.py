@@ -1,33 +1,88 @@
-"""The persistent database: every solved (Spec, limits box) -> optimum, on disk.
+"""The results database: solved Specs in pages of a SQLite file, read lazily, shared safely.
 
-File format: one JSON header line (format name, version, target, actions), one JSON line of
-*roots* (the stable text form of each Spec a user asked for -> the action trace of its
-optimal Impl and its cost, so repeating a query replays it without loading the tables),
-then a zlib-compressed pickle of ``{table key: (lo, hi, values)}``, the int64 arrays of
-each compressed memo table (``morello._memo.MemoTable.to_arrays``; coordinates of
-``morello.coords``). Writes are atomic (temporary file in the same directory, fsync, rename),
-so an interrupted process leaves either the old file or the new one. A file with another
-format, version, target (name and cost constants, ``Target.db_key``) or action table
-(``actions``: the fingerprint of everything a stored action index depends on,
-``morello.rewrites.actions_fingerprint``), or that fails to parse, is refused with a
-DatabaseError and never used. The default file's name carries both, so a morello with
-another action table starts a fresh database beside the old one.
+One file holds the results of any number of *contexts*: a context is a target with its
+cost constants and thread count (``Target.db_key``) and the fingerprint of the action
+table (``morello.rewrites.actions_fingerprint``), so results computed under other
+constants, threads or kernels never mix, and one file can serve them all. Tables::
+
+    meta(name, value)                       format, version, seq (a commit counter), ...
+    contexts(id, target, actions)           one row per context
+    tables(id, ctx, key, ndim, nvalues, blocks)
+                                            a memo table (``morello.coords`` key, as JSON)
+                                            and its page geometry (a block per coordinate)
+    pages(tbl, page, version, nboxes, data) one page of a table: its page coordinates
+                                            (int64 little-endian), the seq of the commit
+                                            that wrote it, and its boxes
+                                            (``morello.pageblob``: typed columns + crc32)
+    roots(ctx, spec, trace, cost)           a Spec asked for (its text form) -> the action
+                                            trace of its optimal Impl and its cost
+
+Reads are lazy: a search reads the directory of a table (page coordinates and versions)
+when it first meets the table, and a page when a lookup first falls in it
+(``morello._pages``, an LRU cache bounded in bytes). A save writes only the pages the
+search changed, in one transaction; a page that another process rewrote meanwhile is
+re-read inside the transaction and the new boxes are merged into it, so concurrent
+writers lose nothing. SQLite's write-ahead log gives atomic commits: a process killed at
+any point leaves the file as of its last commit.
+
+Safe to open from someone else: the file must be a regular file holding exactly this
+schema (no triggers, views or other objects; ``trusted_schema`` is off), every page is
+checksummed, decoded without pickle or eval, and validated (boxes inside their page,
+coordinates and values within the target's ranges) before the search trusts it. A file
+that fails any check is refused with one line (``DatabaseError``).
+
+What is safe: several processes and threads on one machine, reading and writing one file.
+On a network file system, SQLite's locking (and the write-ahead log's shared memory) is
+not reliable: use a local file, or open the shared one read-only.
 """
 from __future__ import annotations
 
 import json
 import os
-import pickle
-import tempfile
-import zlib
+import sqlite3
+import stat
+from collections.abc import Iterable
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
+from morello import pageblob
 from morello.errors import DatabaseError
 
-FORMAT = "morello-db"
-VERSION = 10
+FORMAT = "morello-results"
+VERSION = 11
+BUSY_TIMEOUT_MS = 60_000
+DEFAULT_CACHE_BYTES = 256 << 20
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+# The schema, exactly: a file whose sqlite_master differs is refused.
+_SCHEMA = [
+    ("table", "meta", "CREATE TABLE meta(name TEXT PRIMARY KEY, value TEXT NOT NULL)"),
+    ("table", "contexts",
+     "CREATE TABLE contexts(id INTEGER PRIMARY KEY, target TEXT NOT NULL, "
+     "actions TEXT NOT NULL, UNIQUE(target, actions))"),
+    ("table", "tables",
+     "CREATE TABLE tables(id INTEGER PRIMARY KEY, ctx INTEGER NOT NULL, key TEXT NOT NULL, "
+     "ndim INTEGER NOT NULL, nvalues INTEGER NOT NULL, blocks TEXT NOT NULL, "
+     "UNIQUE(ctx, key))"),
+    ("table", "pages",
+     "CREATE TABLE pages(tbl INTEGER NOT NULL, page BLOB NOT NULL, version INTEGER NOT NULL, "
+     "nboxes INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY(tbl, page)) WITHOUT ROWID"),
+    ("index", "pages_by_version", "CREATE INDEX pages_by_version ON pages(version)"),
+    ("table", "roots",
+     "CREATE TABLE roots(ctx INTEGER NOT NULL, spec TEXT NOT NULL, trace TEXT NOT NULL, "
+     "cost INTEGER NOT NULL, PRIMARY KEY(ctx, spec)) WITHOUT ROWID"),
+]
+# Objects SQLite makes for the constraints above.
+_AUTO = {("index", "sqlite_autoindex_meta_1"), ("index", "sqlite_autoindex_contexts_1"),
+         ("index", "sqlite_autoindex_tables_1")}
+
+MAX_COST = 1 << 62
+MAX_DEPTH = 1 << 16
+MAX_ACTION = 1 << 16
+MAX_TRACE = 1 << 20          # characters of a stored trace
+MAX_ROOT_TEXT = 1 << 16      # characters of a stored Spec text
 
 
 def identity(target) -> tuple[str, str]:
@@ -37,32 +92,488 @@ def identity(target) -> tuple[str, str]:
     return target.db_key, actions_fingerprint(target)
 
 
-def default_path(target) -> Path:
-    """``$XDG_CACHE_HOME/morello/<target key>+<actions fingerprint>.db``."""
+def default_path() -> Path:
+    """``$XDG_CACHE_HOME/morello/results-v<VERSION>.sqlite`` (one file for every target,
+    cost constants and action table: they are contexts inside it)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    key, actions = identity(target)
-    return Path(base) / "morello" / f"{key}+{actions}.db"
+    return Path(base) / "morello" / f"results-v{VERSION}.sqlite"
 
 
-def superseded(target) -> list[Path]:
-    """Default databases of this target written under other action tables."""
-    path = default_path(target)
-    key, _ = identity(target)
-    try:
-        return sorted(p for p in path.parent.glob(f"{key}+*.db") if p != path)
-    except OSError:
-        return []
-
-
-def resolve(db, target) -> Path | None:
+def resolve(db) -> Path | None:
     """The database path a ``db=`` argument names: None/False/a path (see ``synthesize``)."""
     if db is False:
         return None
-    return Path(db) if db is not None else default_path(target)
+    return Path(db) if db is not None else default_path()
+
+
+def _table_key_text(key: tuple) -> str:
+    return json.dumps([key[0], list(key[1]), list(key[2]), key[3]])
+
+
+def _table_key(text: str) -> tuple:
+    """The table key of its JSON text; ValueError if it is not one."""
+    from morello.coords import FAMILIES
+
+    try:
+        family, params, dtypes, rank = json.loads(text)
+    except (ValueError, TypeError):
+        raise ValueError(f"malformed table key {text[:80]!r}") from None
+    if (not isinstance(family, str) or family not in FAMILIES
+            or not isinstance(params, list)
+            or not all(isinstance(p, (int, str)) and not isinstance(p, bool) for p in params)
+            or not isinstance(dtypes, list) or not all(isinstance(d, str) for d in dtypes)
+            or not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank <= 16):
+        raise ValueError(f"malformed table key {text[:80]!r}")
+    return family, tuple(params), tuple(dtypes), rank
+
+
+def _page_bytes(page: Iterable[int]) -> bytes:
+    return np.asarray(list(page), dtype="<i8").tobytes()
+
+
+def _page_tuple(blob, ndim: int) -> tuple[int, ...]:
+    if not isinstance(blob, bytes) or len(blob) != 8 * ndim:
+        raise ValueError("malformed page coordinates")
+    page = np.frombuffer(blob, "<i8")
+    if (page < 0).any() or (page > (1 << 40)).any():
+        raise ValueError("page coordinates out of range")
+    return tuple(int(x) for x in page)
+
+
+def _check_path(path: Path) -> bool:
+    """Whether ``path`` exists; DatabaseError for anything but a regular file (FIFOs,
+    devices, directories, ...) or a file of the old format."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        raise DatabaseError(f"cannot open database {path}: {e.strerror}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise DatabaseError(f"database path {path} is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        raise DatabaseError(f"database path {path} is not a regular file (a device, FIFO "
+                            "or socket); pass a file")
+    if st.st_size == 0:
+        return True
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_SQLITE_MAGIC))
+    except OSError as e:
+        raise DatabaseError(f"cannot read database {path}: {e.strerror}") from None
+    if head.startswith(b'{"format"'):
+        raise DatabaseError(
+            f"{path} is a morello database of the old single-file format, which this "
+            "morello no longer reads (it held a pickle, unsafe to load); delete it (its "
+            "results will be recomputed) or pass another --db")
+    if head != _SQLITE_MAGIC:
+        raise DatabaseError(f"{path} is not a morello database (corrupt or another kind "
+                            "of file); delete it or pass another --db")
+    return True
+
+
+class Store:
+    """One open database file, in one context (target and action table).
+
+    ``readonly``: never write (also chosen when the file or its directory is not
+    writable; ``writable`` says which). Every method raises DatabaseError, never
+    sqlite3 or decoding errors. Not thread-safe: callers serialize (``morello.api`` does).
+    """
+
+    def __init__(self, path, target, *, readonly: bool = False,
+                 cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+        from morello.coords import segments
+
+        self.path = Path(path)
+        self.target = target
+        self.cache_bytes = cache_bytes
+        self._segments = segments
+        exists = _check_path(self.path)
+        if not exists and readonly:
+            raise DatabaseError(f"database {self.path} does not exist")
+        if not exists:
+            check_writable(self.path)
+        self.writable = not readonly and _writable(self.path, exists)
+        self.conn = self._connect(exists)
+        try:
+            self._setup(exists)
+        except BaseException:
+            self.conn.close()
+            raise
+        if target is None:  # tools: every context, none of them ours
+            self.target_key = self.actions = ""
+        else:
+            self.target_key, self.actions = identity(target)
+        self.ctx = self._context(create=False) if target is not None else None
+        self.seq_seen = self._seq()
+        self.data_version = self._data_version()
+
+    # ---- opening --------------------------------------------------------------------
+    def _connect(self, exists: bool) -> sqlite3.Connection:
+        mode = "rw" if self.writable else "ro"
+        if not exists:
+            mode = "rwc"
+        uri = f"{self.path.absolute().as_uri()}?mode={mode}"
+        try:
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None,
+                                   timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+            conn.execute("PRAGMA trusted_schema=OFF")
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, pageblob.MAX_PAYLOAD + 4096)
+            conn.execute("PRAGMA cell_size_check=ON")
+            if not self.writable:
+                conn.execute("PRAGMA query_only=ON")
+            # A file nobody may write to (a shipped database in a read-only directory)
+            # cannot keep SQLite's lock files: open it as immutable.
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.DatabaseError as e:
+            if not self.writable and exists and "unable to open" in str(e):
+                conn = sqlite3.connect(f"{self.path.absolute().as_uri()}?immutable=1",
+                                       uri=True, isolation_level=None,
+                                       check_same_thread=False)
+                conn.execute("PRAGMA trusted_schema=OFF")
+                conn.execute("PRAGMA query_only=ON")
+                return conn
+            raise DatabaseError(f"{self.path} is not a morello database ({e}); delete it "
+                                "or pass another --db") from None
+        return conn
+
+    def _setup(self, exists: bool) -> None:
+        try:
+            objects = {(t, n): sql for t, n, sql in self.conn.execute(
+                "SELECT type, name, sql FROM sqlite_master")}
+            if not objects:
+                if not self.writable:
+                    raise DatabaseError(f"{self.path} is empty and read-only")
+                self._create()
+                return
+            expected = {(t, n): sql for t, n, sql in _SCHEMA}
+            extra = set(objects) - set(expected) - _AUTO
+            if extra or any(objects.get(k) != sql for k, sql in expected.items()):
+                raise DatabaseError(f"{self.path} does not hold the schema of a morello "
+                                    "database (unknown or altered tables, triggers or "
+                                    "views); delete it or pass another --db")
+            meta = dict(self.conn.execute("SELECT name, value FROM meta").fetchall())
+            if meta.get("format") != FORMAT:
+                raise DatabaseError(f"{self.path} is not a morello database")
+            if meta.get("version") != str(VERSION):
+                raise DatabaseError(
+                    f"{self.path} has database version {meta.get('version')!r:.20}, this "
+                    f"morello reads version {VERSION}; delete it or pass another --db")
+            if self.writable:
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                self.conn.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.DatabaseError as e:
+            raise DatabaseError(f"{self.path} is corrupt or unreadable ({e}); delete it or "
+                                "pass another --db") from None
+
+    def _create(self) -> None:
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        with self._write():
+            # Another process may have created it between our check and now.
+            if self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                return
+            for _, _, sql in _SCHEMA:
+                self.conn.execute(sql)
+            self.conn.executemany("INSERT INTO meta VALUES (?, ?)",
+                                  [("format", FORMAT), ("version", str(VERSION)),
+                                   ("seq", "0")])
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        except sqlite3.Error:
+            pass
+
+    @contextmanager
+    def _write(self):
+        """One write transaction (BEGIN IMMEDIATE: waits for other writers)."""
+        if not self.writable:
+            raise DatabaseError(f"{self.path} is read-only")
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as e:
+            raise DatabaseError(f"cannot write database {self.path}: {e}") from None
+        try:
+            yield
+        except BaseException:
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            raise
+        try:
+            self.conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            raise DatabaseError(f"cannot write database {self.path}: {e}") from None
+
+    def _q(self, sql: str, args=()):
+        try:
+            return self.conn.execute(sql, args).fetchall()
+        except sqlite3.DatabaseError as e:
+            raise DatabaseError(f"{self.path} is corrupt or unreadable ({e}); delete it or "
+                                "pass another --db") from None
+
+    def _seq(self) -> int:
+        rows = self._q("SELECT value FROM meta WHERE name = 'seq'")
+        try:
+            seq = int(rows[0][0]) if rows else -1
+        except (TypeError, ValueError):
+            seq = -1
+        if not 0 <= seq < (1 << 62):
+            raise DatabaseError(f"{self.path} is corrupt (bad seq)")
+        return seq
+
+    def _data_version(self) -> int:
+        return int(self._q("PRAGMA data_version")[0][0])
+
+    def _context(self, create: bool) -> int | None:
+        rows = self._q("SELECT id FROM contexts WHERE target = ? AND actions = ?",
+                       (self.target_key, self.actions))
+        if rows:
+            return int(rows[0][0])
+        if not create:
+            return None
+        self.conn.execute("INSERT OR IGNORE INTO contexts(target, actions) VALUES (?, ?)",
+                          (self.target_key, self.actions))
+        return int(self.conn.execute(
+            "SELECT id FROM contexts WHERE target = ? AND actions = ?",
+            (self.target_key, self.actions)).fetchone()[0])
+
+    # ---- reading --------------------------------------------------------------------
+    def changed(self) -> bool:
+        """Whether another connection committed since we last looked."""
+        v = self._data_version()
+        if v == self.data_version:
+            return False
+        self.data_version = v
+        return True
+
+    def table(self, key: tuple) -> tuple[int, tuple[int, ...], list] | None:
+        """``(table id, blocks, [(page, version), ...])`` of ``key`` in this context, or
+        None if the file has no such table."""
+        from morello.coords import point_len
+
+        if self.ctx is None:
+            self.ctx = self._context(create=False)
+            if self.ctx is None:
+                return None
+        rows = self._q("SELECT id, ndim, nvalues, blocks FROM tables WHERE ctx = ? AND "
+                       "key = ?", (self.ctx, _table_key_text(key)))
+        if not rows:
+            return None
+        tid, ndim, nvalues, blocks_text = rows[0]
+        blocks = self._blocks(blocks_text, key)
+        if ndim != point_len(key) or nvalues != _nvalues():
+            raise DatabaseError(f"{self.path} is corrupt (table {key[0]} has {ndim} "
+                                f"coordinates and {nvalues} values)")
+        pages = []
+        for page, version in self._q("SELECT page, version FROM pages WHERE tbl = ?",
+                                     (tid,)):
+            pages.append((self._page_coords(page, ndim), self._version(version)))
+        return int(tid), blocks, pages
+
+    def _blocks(self, text, key) -> tuple[int, ...]:
+        from morello.coords import point_len
+
+        try:
+            blocks = json.loads(text)
+        except (TypeError, ValueError):
+            blocks = None
+        if (not isinstance(blocks, list) or len(blocks) != point_len(key)
+                or not all(isinstance(b, int) and not isinstance(b, bool)
+                           and 0 <= b <= (1 << 40) for b in blocks)
+                or any(b for b, s in zip(blocks, self._segments(key)) if s == "limit")):
+            raise DatabaseError(f"{self.path} is corrupt (bad page geometry of {key[0]})")
+        return tuple(blocks)
+
+    def _page_coords(self, blob, ndim) -> tuple[int, ...]:
+        try:
+            return _page_tuple(blob, ndim)
+        except ValueError as e:
+            raise DatabaseError(f"{self.path} is corrupt ({e})") from None
+
+    def _version(self, v) -> int:
+        if not isinstance(v, int) or not 1 <= v < (1 << 62):
+            raise DatabaseError(f"{self.path} is corrupt (bad page version)")
+        return v
+
+    def changes(self, keys: dict[tuple, int]) -> list[tuple[tuple, tuple[int, ...], int]]:
+        """Pages of the tables ``keys`` (key -> table id) written since the last call:
+        ``[(key, page, version), ...]``."""
+        seq = self._seq()
+        if seq == self.seq_seen or not keys:
+            self.seq_seen = seq
+            return []
+        by_id = {tid: key for key, tid in keys.items()}
+        out = []
+        for tbl, page, version, ndim in self._q(
+                "SELECT p.tbl, p.page, p.version, t.ndim FROM pages p JOIN tables t "
+                "ON p.tbl = t.id WHERE p.version > ?", (self.seq_seen,)):
+            key = by_id.get(tbl)
+            if key is not None:
+                out.append((key, self._page_coords(page, ndim), self._version(version)))
+        self.seq_seen = seq
+        return out
+
+    def table_ids(self) -> dict[tuple, int]:
+        """Key -> table id of every table of this context."""
+        if self.ctx is None:
+            self.ctx = self._context(create=False)
+            if self.ctx is None:
+                return {}
+        out = {}
+        for tid, text in self._q("SELECT id, key FROM tables WHERE ctx = ?", (self.ctx,)):
+            try:
+                out[_table_key(text)] = int(tid)
+            except ValueError as e:
+                raise DatabaseError(f"{self.path} is corrupt ({e})") from None
+        return out
+
+    def load_page(self, tid: int, key: tuple, blocks: tuple[int, ...], page):
+        """The page as a validated MemoTable, or None if the file has no such page."""
+        from morello._memo import MemoTable
+
+        rows = self._q("SELECT data, nboxes FROM pages WHERE tbl = ? AND page = ?",
+                       (tid, _page_bytes(page)))
+        if not rows:
+            return None
+        lo, hi, values = self._decode(rows[0][0], key, blocks, page)
+        try:
+            return MemoTable.from_arrays(lo, hi, values)
+        except ValueError as e:
+            raise DatabaseError(f"{self.path} is corrupt (a page of {key[0]}: {e})") from None
+
+    def _decode(self, blob, key, blocks, page, target=None):
+        from morello.coords import point_len
+
+        try:
+            lo, hi, values = pageblob.decode(blob, point_len(key), _nvalues())
+            validate_boxes(lo, hi, values, key, blocks, page, target or self.target)
+        except ValueError as e:
+            raise DatabaseError(f"{self.path} is corrupt (a page of {key[0]}: {e}); "
+                                "delete it or pass another --db") from None
+        return lo, hi, values
+
+    def root(self, spec_text: str) -> tuple[list[int], int] | None:
+        """The stored ``(trace, cost)`` of a Spec asked for before, or None."""
+        if self.ctx is None:
+            self.ctx = self._context(create=False)
+            if self.ctx is None:
+                return None
+        rows = self._q("SELECT trace, cost FROM roots WHERE ctx = ? AND spec = ?",
+                       (self.ctx, spec_text))
+        if not rows:
+            return None
+        trace_text, cost = rows[0]
+        if not isinstance(trace_text, str) or len(trace_text) > MAX_TRACE:
+            return None
+        try:
+            trace = json.loads(trace_text)
+        except ValueError:
+            return None
+        if (not isinstance(trace, list) or not all(
+                isinstance(a, int) and not isinstance(a, bool) and 0 <= a < MAX_ACTION
+                for a in trace) or not isinstance(cost, int) or not 0 <= cost < MAX_COST):
+            return None
+        return trace, cost
+
+    def meta(self, name: str) -> str | None:
+        rows = self._q("SELECT value FROM meta WHERE name = ?", (name,))
+        return rows[0][0] if rows and isinstance(rows[0][0], str) else None
+
+    # ---- writing --------------------------------------------------------------------
+    def save(self, cache, table_keys: list, roots: dict, stats: dict | None = None,
+             engine_ids: dict | None = None) -> int:
+        """Write the dirty pages of ``cache`` (a ``PageCache`` whose table i has key
+        ``table_keys[i]``) and ``roots`` (Spec text -> (trace, cost)) in one transaction;
+        return the pages written. ``engine_ids`` (key -> table id) is updated with new
+        tables."""
+        from morello._memo import MemoTable
+
+        dirty = cache.dirty()
+        if not dirty and not roots:
+            return 0
+        written = 0
+        with self._write():
+            if self.ctx is None:
+                self.ctx = self._context(create=True)
+            seq = self._seq() + 1
+            ids: dict[tuple, int] = {}
+            for s in dirty:
+                table, page, version, _ = cache.slot(s)
+                key = table_keys[table]
+                tid = ids.get(key)
+                if tid is None:
+                    tid = ids[key] = self._table_id(key, cache.geometry(table)[1])
+                pb = _page_bytes(page)
+                row = self.conn.execute("SELECT version, data FROM pages WHERE tbl = ? AND "
+                                        "page = ?", (tid, pb)).fetchone()
+                merged = None
+                if row is not None and row[0] != version:
+                    # Another process wrote this page since we read it: merge our puts in.
+                    blocks = cache.geometry(table)[1]
+                    lo, hi, values = self._decode(row[1], key, blocks, page)
+                    try:
+                        merged = MemoTable.from_arrays(lo, hi, values)
+                    except ValueError as e:
+                        raise DatabaseError(f"{self.path} is corrupt ({e})") from None
+                    merged.merge_dims = cache.new_table(table).merge_dims
+                    for a, b, v in zip(*cache.delta(s)):
+                        merged.put(a, b, v)
+                    arrays = merged.to_arrays()
+                else:
+                    arrays = cache.arrays(s)
+                blob = pageblob.encode(*arrays)
+                self.conn.execute("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?)",
+                                  (tid, pb, seq, len(arrays[0]), blob))
+                cache.saved(s, seq, merged)
+                written += 1
+            for text, (trace, cost) in roots.items():
+                self.conn.execute("INSERT OR REPLACE INTO roots VALUES (?, ?, ?, ?)",
+                                  (self.ctx, text, json.dumps(trace), cost))
+            self.conn.execute("UPDATE meta SET value = ? WHERE name = 'seq'", (str(seq),))
+            if stats is not None:
+                self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('last_search', ?)",
+                                  (json.dumps(stats),))
+        if engine_ids is not None:
+            engine_ids.update(ids)
+        return written
+
+    def _table_id(self, key: tuple, blocks: tuple[int, ...]) -> int:
+        from morello.coords import point_len
+
+        text = _table_key_text(key)
+        row = self.conn.execute("SELECT id, blocks FROM tables WHERE ctx = ? AND key = ?",
+                                (self.ctx, text)).fetchone()
+        if row is not None:
+            if tuple(json.loads(row[1])) != tuple(blocks):
+                raise DatabaseError(f"{self.path} pages {key[0]} with another geometry")
+            return int(row[0])
+        cur = self.conn.execute("INSERT INTO tables(ctx, key, ndim, nvalues, blocks) VALUES "
+                                "(?, ?, ?, ?, ?)", (self.ctx, text, point_len(key),
+                                                    _nvalues(), json.dumps(list(blocks))))
+        return int(cur.lastrowid)
+
+
+def _nvalues() -> int:
+    from morello.search import NVALUES
+
+    return NVALUES
+
+
+def _writable(path: Path, exists: bool) -> bool:
+    """Whether we may write ``path`` (and keep SQLite's journal beside it)."""
+    return os.access(path.parent, os.W_OK) and (not exists or os.access(path, os.W_OK))
 
 
 def check_writable(path: Path) -> None:
-    """Fail early (before a long search) if ``path`` cannot be written."""
+    """Fail early (before a long search) if a new database cannot be made at ``path``."""
     path = Path(path)
     parent = path.parent
     try:
@@ -71,133 +582,283 @@ def check_writable(path: Path) -> None:
         raise DatabaseError(f"cannot create database directory {parent}: {e.strerror}") from None
     if path.is_dir():
         raise DatabaseError(f"database path {path} is a directory")
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".probe.", dir=parent)
-        os.close(fd)
-        os.unlink(probe)
-        if path.exists():
-            with open(path, "ab"):
-                pass
-    except OSError as e:
-        raise DatabaseError(f"database path {path} is not writable: {e.strerror}") from None
+    if not os.access(parent, os.W_OK):
+        raise DatabaseError(f"database path {path} is not writable (its directory is not)")
 
 
-def _read(path: Path, target, tables: bool):
-    target_name, actions = identity(target)
-    try:
-        with open(path, "rb") as f:
-            header = json.loads(f.readline().decode("utf-8"))
-            if not isinstance(header, dict) or header.get("format") != FORMAT:
-                raise DatabaseError(f"{path} is not a morello database")
-            if header.get("version") != VERSION:
-                raise DatabaseError(
-                    f"{path} has database version {header.get('version')}, "
-                    f"this morello reads version {VERSION}; delete it or pass another --db")
-            other = header.get("target")
-            if isinstance(other, str) and other.split("@")[0] == target_name.split("@")[0] \
-                    and other != target_name:
-                raise DatabaseError(
-                    f"{path} holds results computed under other cost constants "
-                    f"({other}, not {target_name}); delete it or pass another --db")
-            if other != target_name:
-                raise DatabaseError(
-                    f"{path} holds results for target {header.get('target')!r}, "
-                    f"not {target_name!r}; pass another --db")
-            if header.get("actions") != actions:
-                raise DatabaseError(
-                    f"{path} was written under another action table (actions "
-                    f"{header.get('actions')}, this morello has {actions}: kernels, tile "
-                    "sizes or kinds changed), so its stored decisions would be misread; "
-                    "delete it or pass another --db")
-            roots = json.loads(f.readline().decode("utf-8"))
-            if not isinstance(roots, dict):
-                raise DatabaseError(f"{path} is corrupt (unexpected roots)")
-            if not tables:
-                return roots
-            boxes = pickle.loads(zlib.decompress(f.read()))
-            boxes = {k: tuple(np.asarray(a, np.int64) for a in v) for k, v in boxes.items()}
-    except DatabaseError:
-        raise
-    except (OSError, ValueError, UnicodeDecodeError, pickle.UnpicklingError, EOFError,
-            AttributeError, ImportError, IndexError, TypeError, zlib.error) as e:
-        raise DatabaseError(f"{path} is corrupt or unreadable ({type(e).__name__}); "
-                            "delete it or pass another --db") from None
-    if not isinstance(boxes, dict) or not all(
-            isinstance(v, tuple) and len(v) == 3 for v in boxes.values()):
-        raise DatabaseError(f"{path} is corrupt (unexpected payload)")
-    return boxes
+def coordinate_bounds(key: tuple, target) -> list[int]:
+    """Per coordinate of table ``key``, the largest value a stored box may reach."""
+    from morello.coords import FAMILIES, _limit_coord, segments
+    from morello.memory import LEVELS, NLEVELS
+
+    family, _, _, rank = key
+    top = {"member": max((m or 0) for m in FAMILIES[family]), "shape": 1 << 40,
+           "level": NLEVELS - 1, "layout": 1 << 62, "deficit": 64,
+           "vector": len(target.vector_bytes) - 1, "serial": 1}
+    limits = [_limit_coord(lvl, u) for lvl, u in zip(LEVELS, target.max_limits().units)]
+    out, li = [], 0
+    for s in segments(key):
+        if s == "limit":
+            out.append(limits[li])
+            li += 1
+        else:
+            out.append(top[s])
+    return out
 
 
-def load(path: Path, target) -> dict:
-    """The stored tables, or {} if the file does not exist."""
-    path = Path(path)
-    return _read(path, target, True) if path.exists() else {}
+def validate_boxes(lo, hi, values, key, blocks, page, target) -> None:
+    """ValueError unless every box lies in ``page`` and within the target's coordinate
+    ranges, and every value row is a plausible (cost, peaks, depth, action)."""
+    from morello.memory import LEVELS
+
+    n, ndim = lo.shape
+    if n == 0:
+        return
+    bounds = np.asarray(coordinate_bounds(key, target), np.int64)
+    if (hi > bounds).any():
+        raise ValueError("a box reaches beyond the target's coordinates")
+    for d, b in enumerate(blocks):
+        if b and ((lo[:, d] // b != page[d]).any() or (hi[:, d] // b != page[d]).any()):
+            raise ValueError("a box lies outside its page")
+        if not b and page[d]:
+            raise ValueError("a page coordinate of an unpaged dimension")
+    nl = len(LEVELS)
+    num, den = values[:, 0], values[:, 1]
+    peaks = values[:, 2:2 + nl]
+    depth, action = values[:, 2 + nl], values[:, 3 + nl]
+    cap = np.asarray(target.max_limits().units, np.int64)
+    if ((num < 0) | (num >= MAX_COST) | (den < 1) | (den >= MAX_COST)).any():
+        raise ValueError("a stored cost is out of range")
+    if ((peaks < 0) | (peaks > cap)).any():
+        raise ValueError("a stored peak exceeds the target's memory")
+    if ((depth < 0) | (depth >= MAX_DEPTH) | (action < -1) | (action >= MAX_ACTION)).any():
+        raise ValueError("a stored depth or action is out of range")
 
 
-def load_roots(path: Path, target) -> dict:
-    """The stored roots (Spec text -> {"trace", "cost"}), or {} if there is no file."""
-    path = Path(path)
-    return _read(path, target, False) if path.exists() else {}
+# ---- tools: stats, check, merge ------------------------------------------------------
+
+def _target_named(key_text: str):
+    """The Target a context's key names (``avx2@...``, ``avx2-2t@...``), or None."""
+    from morello.memory import TARGETS
+
+    name = key_text.split("@")[0].split("-")[0] if isinstance(key_text, str) else ""
+    return TARGETS.get(name)
 
 
-def save(path: Path, target, boxes: dict, roots: dict | None = None) -> int:
-    """Atomically write the tables ``boxes`` and ``roots``; return the file size."""
-    path = Path(path)
-    check_writable(path)
-    target_name, actions = identity(target)
-    header = json.dumps({"format": FORMAT, "version": VERSION, "target": target_name,
-                         "actions": actions})
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    except OSError as e:
-        raise DatabaseError(f"cannot write database {path}: {e.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(header.encode() + b"\n")
-            f.write(json.dumps(roots or {}).encode() + b"\n")
-            small = {k: tuple(_narrow(a) for a in v) for k, v in boxes.items()}
-            f.write(zlib.compress(pickle.dumps(small, protocol=pickle.HIGHEST_PROTOCOL), 6))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
+class _Walker(Store):
+    """A Store opened for the tools: it reads every context, its own none."""
+
+    def __init__(self, path, *, readonly: bool = True) -> None:
+        if not _check_path(Path(path)):
+            raise DatabaseError(f"database {path} does not exist")
+        super().__init__(path, None, readonly=readonly)
+
+    def contexts(self) -> list[tuple[int, str, str]]:
+        return [(int(i), t, a) for i, t, a in
+                self._q("SELECT id, target, actions FROM contexts ORDER BY id")]
+
+    def tables_of(self, ctx: int) -> list[tuple[int, tuple, tuple[int, ...]]]:
+        from morello.coords import point_len
+
+        out = []
+        for tid, text, ndim, nvalues, blocks_text in self._q(
+                "SELECT id, key, ndim, nvalues, blocks FROM tables WHERE ctx = ? "
+                "ORDER BY id", (ctx,)):
+            try:
+                key = _table_key(text)
+            except ValueError as e:
+                raise DatabaseError(f"{self.path} is corrupt ({e})") from None
+            if ndim != point_len(key) or nvalues != _nvalues():
+                raise DatabaseError(f"{self.path} is corrupt (table {key[0]} has {ndim} "
+                                    f"coordinates and {nvalues} values)")
+            out.append((int(tid), key, self._blocks(blocks_text, key)))
+        return out
+
+    def pages_of(self, tid: int, ndim: int):
+        """(page, blob) of every page of table ``tid``, one at a time."""
+        cur = self.conn.execute("SELECT page FROM pages WHERE tbl = ? ORDER BY page", (tid,))
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise DatabaseError(f"cannot write database {path}: {e.strerror}") from None
-        raise
-    return path.stat().st_size
+            keys = [row[0] for row in cur.fetchall()]
+        except sqlite3.DatabaseError as e:
+            raise DatabaseError(f"{self.path} is corrupt or unreadable ({e})") from None
+        for pb in keys:
+            rows = self._q("SELECT data FROM pages WHERE tbl = ? AND page = ?", (tid, pb))
+            if rows:
+                yield self._page_coords(pb, ndim), rows[0][0]
+
+    def roots_of(self, ctx: int) -> list[tuple[str, str, int]]:
+        return self._q("SELECT spec, trace, cost FROM roots WHERE ctx = ?", (ctx,))
 
 
-def _narrow(a: np.ndarray) -> np.ndarray:
-    """The smallest integer type holding ``a`` exactly (values are widened on load)."""
-    for t in (np.int8, np.int16, np.int32):
-        info = np.iinfo(t)
-        if a.size == 0 or (a.min() >= info.min and a.max() <= info.max):
-            return a.astype(t)
-    return a
+def _context_target(path, target_key: str):
+    tgt = _target_named(target_key)
+    if tgt is None:
+        raise DatabaseError(f"{path} holds results of an unknown target "
+                            f"{str(target_key)[:40]!r}")
+    return tgt
 
 
-def stats(path: Path, target) -> dict:
-    """Specs covered (points, counting each limit vector), stored boxes, compression
-    ratio and bytes on disk."""
+def stats(path) -> dict:
+    """What the file holds, per context: tables, pages, boxes, Specs covered (points,
+    counting each limit vector), roots; its bytes; and the last search's page-cache
+    figures."""
     from morello._memo import MemoTable
+    from morello.coords import point_len
 
     path = Path(path)
-    tables = {k: MemoTable.from_arrays(*v) for k, v in load(path, target).items()}
-    boxes = sum(len(t) for t in tables.values())
-    covered = sum(t.covered() for t in tables.values())
-    return {
-        "path": str(path),
-        "target": target.db_key,
-        "actions": identity(target)[1],
-        "boxes": boxes,
-        "specs_covered": covered,
-        "roots": len(load_roots(path, target)),
-        "compression_ratio": round(covered / boxes, 2) if boxes else 0.0,
-        "tables": {"/".join(map(str, (k[0], *k[1], *k[2], k[3]))): len(t)
-                   for k, t in tables.items()},
-        "bytes": path.stat().st_size if path.exists() else 0,
-    }
+    w = _Walker(path)
+    try:
+        contexts = []
+        for ctx, target_key, actions in w.contexts():
+            tgt = _context_target(path, target_key)
+            tables = {}
+            boxes = covered = npages = 0
+            for tid, key, blocks in w.tables_of(ctx):
+                tb = tc = tp = 0
+                for page, blob in w.pages_of(tid, point_len(key)):
+                    lo, hi, values = w._decode(blob, key, blocks, page, tgt)
+                    tb += len(lo)
+                    tc += MemoTable.from_arrays(lo, hi, values).covered()
+                    tp += 1
+                tables["/".join(map(str, (key[0], *key[1], *key[2], key[3])))] = {
+                    "pages": tp, "boxes": tb}
+                boxes, covered, npages = boxes + tb, covered + tc, npages + tp
+            contexts.append({
+                "target": target_key, "actions": actions, "pages": npages,
+                "boxes": boxes, "specs_covered": covered,
+                "compression_ratio": round(covered / boxes, 2) if boxes else 0.0,
+                "roots": len(w.roots_of(ctx)), "tables": tables})
+        last = w.meta("last_search")
+        try:
+            last_search = json.loads(last) if last else None
+        except ValueError:
+            last_search = None
+        size = sum(os.path.getsize(p) for p in (path, Path(f"{path}-wal"))
+                   if os.path.exists(p))
+        return {"path": str(path), "version": VERSION, "bytes": size,
+                "pages": sum(c["pages"] for c in contexts),
+                "boxes": sum(c["boxes"] for c in contexts),
+                "specs_covered": sum(c["specs_covered"] for c in contexts),
+                "last_search": last_search, "contexts": contexts}
+    finally:
+        w.close()
+
+
+def check(path) -> dict:
+    """Verify the whole file: SQLite's integrity check, then every page (checksum,
+    decoding, boxes inside their page and disjoint, values in range) and every root.
+    Returns counts; DatabaseError naming the first problem if anything is wrong."""
+    from morello._memo import MemoTable
+    from morello.coords import point_len
+
+    path = Path(path)
+    w = _Walker(path)
+    try:
+        rows = w._q("PRAGMA integrity_check")
+        if [r[0] for r in rows] != ["ok"]:
+            raise DatabaseError(f"{path} fails SQLite's integrity check: {rows[0][0]}")
+        pages = boxes = roots = 0
+        bad: list[str] = []
+        for ctx, target_key, _ in w.contexts():
+            tgt = _context_target(path, target_key)
+            for tid, key, blocks in w.tables_of(ctx):
+                for page, blob in w.pages_of(tid, point_len(key)):
+                    pages += 1
+                    try:
+                        lo, hi, values = w._decode(blob, key, blocks, page, tgt)
+                        MemoTable.from_arrays(lo, hi, values)
+                        boxes += len(lo)
+                    except (DatabaseError, ValueError) as e:
+                        bad.append(f"{key[0]} page {page}: {e}")
+            for spec, trace, cost in w.roots_of(ctx):
+                roots += 1
+                try:
+                    t = json.loads(trace)
+                    ok = (isinstance(t, list) and all(isinstance(a, int) for a in t)
+                          and isinstance(cost, int) and isinstance(spec, str))
+                except (TypeError, ValueError):
+                    ok = False
+                if not ok:
+                    bad.append(f"root {str(spec)[:60]!r}: malformed")
+        if bad:
+            raise DatabaseError(f"{path}: {len(bad)} of {pages} pages and {roots} roots are "
+                                f"bad; first: {bad[0]}")
+        return {"path": str(path), "pages": pages, "boxes": boxes, "roots": roots,
+                "ok": True}
+    finally:
+        w.close()
+
+
+def merge(inputs: list, output) -> dict:
+    """Merge the databases ``inputs`` into ``output`` (created if absent): contexts,
+    tables and roots are matched by their keys, pages present in several files are
+    merged box by box. Every input is validated as it is read; the output is written one
+    transaction per input, so an interruption leaves it as of the last finished input."""
+    from morello._memo import MemoTable
+    from morello.coords import merge_dims, point_len
+
+    output = Path(output)
+    for p in inputs:
+        if Path(p).absolute() == output.absolute():
+            raise DatabaseError(f"cannot merge {p} into itself")
+    out = _Walker.__new__(_Walker)
+    Store.__init__(out, output, None)
+    totals = {"pages_copied": 0, "pages_merged": 0, "roots": 0}
+    try:
+        for p in inputs:
+            src = _Walker(p)
+            try:
+                with out._write():
+                    seq = out._seq() + 1
+                    for ctx, target_key, actions in src.contexts():
+                        tgt = _context_target(p, target_key)
+                        out.conn.execute("INSERT OR IGNORE INTO contexts(target, actions) "
+                                         "VALUES (?, ?)", (target_key, actions))
+                        octx = out.conn.execute(
+                            "SELECT id FROM contexts WHERE target = ? AND actions = ?",
+                            (target_key, actions)).fetchone()[0]
+                        out.ctx = octx
+                        for tid, key, blocks in src.tables_of(ctx):
+                            otid = out._table_id(key, blocks)
+                            for page, blob in src.pages_of(tid, point_len(key)):
+                                lo, hi, values = src._decode(blob, key, blocks, page, tgt)
+                                pb = _page_bytes(page)
+                                row = out.conn.execute(
+                                    "SELECT data FROM pages WHERE tbl = ? AND page = ?",
+                                    (otid, pb)).fetchone()
+                                try:
+                                    if row is None:
+                                        MemoTable.from_arrays(lo, hi, values)  # validate
+                                        totals["pages_copied"] += 1
+                                    else:
+                                        t = MemoTable.from_arrays(
+                                            *out._decode(row[0], key, blocks, page, tgt))
+                                        mask = 0
+                                        for d in merge_dims(key):
+                                            mask |= 1 << d
+                                        t.merge_dims = mask
+                                        for a, b, v in zip(lo, hi, values):
+                                            t.put(a, b, v)
+                                        lo, hi, values = t.to_arrays()
+                                        totals["pages_merged"] += 1
+                                except ValueError as e:
+                                    raise DatabaseError(f"{p} is corrupt ({e})") from None
+                                out.conn.execute(
+                                    "INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?)",
+                                    (otid, pb, seq, len(lo), pageblob.encode(lo, hi, values)))
+                        for spec, trace, cost in src.roots_of(ctx):
+                            if (isinstance(spec, str) and isinstance(trace, str)
+                                    and isinstance(cost, int) and len(spec) < MAX_ROOT_TEXT
+                                    and len(trace) < MAX_TRACE):
+                                out.conn.execute("INSERT OR IGNORE INTO roots VALUES "
+                                                 "(?, ?, ?, ?)", (octx, spec, trace, cost))
+                                totals["roots"] += 1
+                    out.conn.execute("UPDATE meta SET value = ? WHERE name = 'seq'",
+                                     (str(seq),))
+            finally:
+                src.close()
+        # A merged file is often shipped read-only: leave no write-ahead log behind.
+        out.conn.execute("PRAGMA journal_mode=DELETE")
+    finally:
+        out.close()
+    return {"output": str(output), **totals}

@@ -23,7 +23,7 @@ import time
 
 from morello.api import Program, _session
 from morello.cost import combine
-from morello.errors import RewriteError, SpecError
+from morello.errors import MorelloError, RewriteError, SpecError
 from morello.impl import Impl, reconstruct
 from morello.memory import Target, parse_target
 from morello.rewrites import Action, actions
@@ -40,7 +40,7 @@ def schedule(spec: Spec, steps: list[Action | None], target: str | Target = "avx
     from morello import db as dbmod
 
     tgt = parse_target(target, threads, calibration) if isinstance(target, str) else target
-    db_path = dbmod.resolve(db, tgt)
+    db_path = dbmod.resolve(db)
     spec = spec.canonical()
     t0 = time.perf_counter()
     sess = _session(tgt, db_path)
@@ -86,10 +86,17 @@ def schedule(spec: Spec, steps: list[Action | None], target: str | Target = "avx
         cost = combine(exp.const, exp.coefs, exp.own, [c.cost for c in children])
         return Impl(s, step, idx, children, cost)
 
-    impl = build(spec)
-    if todo:
-        raise RewriteError(f"{len(todo)} steps left over: the schedule has fewer holes "
-                           f"than steps (first unused: {todo[0]})")
-    if db_path is not None:
-        sess.save()
+    with sess.lock:
+        try:
+            impl = build(spec)
+        except (MorelloError, KeyboardInterrupt):
+            raise
+        except BaseException:
+            sess.drop_engine()
+            raise
+        if todo:
+            raise RewriteError(f"{len(todo)} steps left over: the schedule has fewer holes "
+                               f"than steps (first unused: {todo[0]})")
+        if db_path is not None:
+            sess.save()
     return Program(spec, tgt, impl, searched, time.perf_counter() - t0)

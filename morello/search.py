@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from morello._dp import Solver
 from morello._expand import Expander
 from morello._graph import SpecGraph
-from morello._memo import MemoTable
-from morello.coords import key_params, operand_coords, point_len
+from morello._pages import PageCache
+from morello.coords import key_params, merge_dims, operand_coords, page_blocks, point_len
 from morello.cost import Cost, move_cost
 from morello.dtypes import Dtype
 from morello.errors import MorelloError, SpecError
@@ -41,11 +41,8 @@ def logical(spec: Spec) -> Spec:
     return spec.with_limits(UNBOUNDED)
 
 
-def table_key_ok(key) -> bool:
-    """Whether ``key`` has the shape of a table key (``morello.coords.spec_key``)."""
-    return (isinstance(key, tuple) and len(key) == 4 and isinstance(key[0], str)
-            and isinstance(key[1], tuple) and isinstance(key[2], tuple)
-            and isinstance(key[3], int))
+# Bytes of loaded clean pages an Engine keeps by default (``morello._pages``).
+DEFAULT_CACHE_BYTES = 256 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +74,8 @@ class Engine:
     """
 
     def __init__(self, target: Target, progress: Callable | None = None,
-                 native: bool = True, tables: dict | None = None) -> None:
+                 native: bool = True, store=None,
+                 cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self.target = target
         self.kernels = table_for(target)
         self.progress = progress
@@ -98,36 +96,81 @@ class Engine:
         self.tensors: list[TensorSpec] = []
         self.tids: dict[TensorSpec, int] = {}
         self._specs: list[Spec | None] = []  # decoded logical Specs, by id (cache)
-        self.tables: dict[tuple, MemoTable] = {}
-        self._table_list: list[MemoTable] = []
+        # The persistent tables, split into pages (loaded from ``store`` on demand).
+        self.store = store
+        self.pages = PageCache(NVALUES, cache_bytes, self._load_page)
+        self.table_keys: list[tuple] = []
         self._table_index: dict[tuple, int] = {}
-        for key, arrays in (tables or {}).items():
-            if not table_key_ok(key):
-                raise MorelloError(f"malformed memo table key {key!r}")
-            table = MemoTable.from_arrays(*arrays)
-            if table.ndim != point_len(key) or table.nvalues != NVALUES:
-                raise MorelloError(f"memo table {key} has {table.ndim} coordinates and "
-                                   f"{table.nvalues} values, expected {point_len(key)} "
-                                   f"and {NVALUES}")
-            self._add_table(key, table)
-        self.solver.attach_tables(self._table_list, bool(self._table_list))
+        self.store_ids: dict[tuple, int] = {}  # table key -> its id in the store
+        self.solver.attach_pages(self.pages)
 
     # -- tables ---------------------------------------------------------------------
-    def _add_table(self, key: tuple, table: MemoTable) -> int:
-        self.tables[key] = table
-        self._table_index[key] = len(self._table_list)
-        self._table_list.append(table)
-        return self._table_index[key]
+    def table_index(self, key: tuple) -> int:
+        """The index of table ``key`` (declaring it, with its stored pages, if new)."""
+        i = self._table_index.get(key)
+        if i is not None:
+            return i
+        i = self._table_index[key] = len(self.table_keys)
+        self.table_keys.append(key)
+        found = self.store.table(key) if self.store is not None else None
+        if found is None:
+            self.pages.set_table(i, point_len(key), page_blocks(key), merge_dims(key))
+        else:
+            tid, blocks, stored = found
+            self.store_ids[key] = tid
+            self.pages.set_table(i, point_len(key), blocks, merge_dims(key))
+            for page, version in stored:
+                self.pages.register(i, page, version)
+        return i
 
     def _table_of(self, form: int, dtype_codes: tuple[int, ...]) -> int:
         """The persistent table of Specs of ``form`` over operands of these dtypes."""
         kind, params, rank = self.form_keys[form]
-        key = (KINDS[kind].family, key_params(kind, params),
-               tuple(_DTYPES[c].short for c in dtype_codes), rank)
-        i = self._table_index.get(key)
-        if i is None:
-            i = self._add_table(key, MemoTable(point_len(key), NVALUES))
-        return i
+        return self.table_index((KINDS[kind].family, key_params(kind, params),
+                                 tuple(_DTYPES[c].short for c in dtype_codes), rank))
+
+    def _load_page(self, i: int, page: tuple[int, ...]):
+        key = self.table_keys[i]
+        tid = self.store_ids.get(key)
+        if tid is None or self.store is None:
+            return None
+        geo = self.pages.geometry(i)
+        assert geo is not None
+        return self.store.load_page(tid, key, geo[1], page)
+
+    def refresh(self) -> None:
+        """See what other processes saved into the store since we last looked."""
+        store = self.store
+        if store is None or not store.changed():
+            return
+        missing = [k for k in self.table_keys if k not in self.store_ids]
+        if missing:
+            ids = store.table_ids()
+            for key in missing:
+                if key in ids:
+                    found = store.table(key)
+                    if found is None:
+                        continue
+                    tid, blocks, stored = found
+                    i = self._table_index[key]
+                    if self.pages.geometry(i) != (point_len(key), blocks):
+                        continue  # another geometry: keep our own pages
+                    self.store_ids[key] = tid
+                    for page, version in stored:
+                        self.pages.register(i, page, version)
+        for key, page, version in store.changes(self.store_ids):
+            self.pages.register(self._table_index[key], page, version)
+
+    def export(self) -> dict[tuple, tuple]:
+        """Every table's boxes as ``(lo, hi, values)`` arrays (all its pages)."""
+        import numpy as np
+
+        out = {}
+        for i, key in enumerate(self.table_keys):
+            parts = [self.pages.arrays(s) for s in self.pages.slots_of(i)]
+            if parts:
+                out[key] = tuple(np.concatenate([p[j] for p in parts]) for j in range(3))
+        return out
 
     # -- identities ----------------------------------------------------------------
     def form_of(self, kind: PrimKind, params: tuple, rank: int) -> int:
@@ -265,6 +308,7 @@ class Engine:
             raise SpecError(f"search needs a canonical Spec, got {goal}")
         t0 = time.perf_counter()
         self._t0 = t0
+        self.refresh()
         before = (self.solver.specs_solved, self.solver.rows_evaluated)
         self.solver.solve(self.id_of(goal), goal.limits.units)
         stats = SearchStats(
@@ -276,7 +320,7 @@ class Engine:
         return self.lookup(goal), stats
 
     def persist(self) -> int:
-        """Write new results into the compressed tables (before saving them)."""
+        """Write new results into the pages (before the store saves them)."""
         return self.solver.persist()
 
     def lookup(self, spec: Spec) -> Solution | None:

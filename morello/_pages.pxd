@@ -1,0 +1,72 @@
+"""Declarations of the page cache (implementation in _pages.pyx).
+
+A PageCache splits each persistent table's coordinate space into *pages* (blocks of
+coordinates) and keeps each page as its own MemoTable: pages the store holds are loaded
+on first touch through a Python loader, clean pages are evicted least-recently-used when
+the loaded bytes exceed a budget, and every put is kept in a per-page delta log so that a
+save can merge it into a page another process rewrote meanwhile.
+
+C-level contract (cimported by morello._dp, keep stable): ``find(table, point, create)``
+returns the page MemoTable that holds ``point`` (loading it), or None when the store has
+no such page and ``create`` is false; ``put(table, lo, hi, val)`` stores a box (splitting
+it along page boundaries). Both take points of the table's ``ndim`` coordinates.
+"""
+cimport cython
+from libc.stdint cimport int64_t
+
+from morello._memo cimport MemoTable
+from morello._vec cimport map_t, vec_t
+
+cdef enum:
+    PAGE_MAX_NDIM = 32       # most coordinates of a point (morello._memo MAX_NDIM)
+    KEY_WIDTH = 33           # a page key: table, then one page coordinate per dim
+
+
+@cython.final
+cdef class PageCache:
+    cdef readonly int64_t nvalues            # int64 per value row (every table)
+    cdef readonly int64_t capacity           # budget of loaded bytes (clean pages)
+    cdef readonly int64_t loaded_bytes       # bytes of the loaded pages (approximate)
+    # geometry per table (index = table): ndim and per coordinate its block, 0 = unpaged
+    cdef vec_t g_ndim                        # coordinates of a point, -1 = no table
+    cdef vec_t g_block                       # [PAGE_MAX_NDIM] per table
+    cdef vec_t g_pages                       # pages known per table (loaded or stored)
+    cdef vec_t g_merge                       # MemoTable.merge_dims of its pages
+    # pages, by slot
+    cdef map_t index                         # page key -> slot
+    cdef vec_t s_keys                        # KEY_WIDTH per slot: its key
+    cdef list s_table                        # MemoTable, or None while not loaded
+    cdef vec_t s_version                     # store version it was loaded at (0: new)
+    cdef vec_t s_stored                      # 1 if the store holds (a version of) it
+    cdef vec_t s_dirty                       # 1 if it has puts not yet saved
+    cdef vec_t s_bytes                       # bytes counted in loaded_bytes
+    cdef vec_t s_prev                        # LRU list of loaded clean pages: older
+    cdef vec_t s_next                        # and newer neighbour, -1 = none
+    cdef vec_t* s_delta                      # per slot: put rows (lo, hi, val) not saved
+    cdef int64_t s_delta_cap                 # allocated entries of s_delta
+    cdef int64_t lru_old                     # least recently used clean page, -1
+    cdef int64_t lru_new                     # most recently used clean page, -1
+    cdef object loader                       # Python: (table, page tuple) -> arrays
+    # statistics
+    cdef public int64_t hits                 # finds answered by a loaded page
+    cdef public int64_t loads                # pages read through the loader
+    cdef public int64_t evictions            # clean pages dropped for the budget
+    cdef public int64_t absent               # finds of pages the store does not have
+
+    cdef int _page_key(self, int64_t table, const int64_t* pt, int64_t* key) except -1
+    cdef int64_t _slot(self, const int64_t* key, bint create) except -2
+    cdef MemoTable _load(self, int64_t slot)
+    cdef int _lru_unlink(self, int64_t slot) except -1
+    cdef int _lru_push(self, int64_t slot) except -1
+    cdef int _evict(self) except -1
+    cdef MemoTable find(self, int64_t table, const int64_t* pt, bint create)
+    cdef int put(self, int64_t table, const int64_t* lo, const int64_t* hi,
+                 const int64_t* val) except -1
+    cdef int _put_in_page(self, int64_t table, const int64_t* lo, const int64_t* hi,
+                          const int64_t* val) except -1
+
+    cdef inline bint declared(self, int64_t table) noexcept:
+        return 0 <= table < self.g_ndim.n and self.g_ndim.data[table] >= 0
+
+    cdef inline bint has_pages(self, int64_t table) noexcept:
+        return 0 <= table < self.g_pages.n and self.g_pages.data[table] > 0

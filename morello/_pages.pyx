@@ -1,0 +1,442 @@
+"""The page cache: persistent tables split into pages of coordinates, loaded on demand.
+
+A table's points are cut into pages by integer division of each coordinate by that
+coordinate's *block* (0 leaves a coordinate unpaged: every page spans all of it). Each page
+is a MemoTable of its own, so a search reads only the pages its Specs touch and a save
+writes only the pages it changed.
+
+States of a page (a *slot*):
+
+* known: the store holds it (``register``), not loaded; ``find`` loads it through the
+  Python ``loader(table, page)``, which returns it as a MemoTable it validated;
+* loaded and clean: in the LRU list, dropped when the loaded bytes exceed ``capacity``
+  (the budget counts clean pages only: dirty pages are pinned until saved);
+* dirty: changed by ``put`` since it was loaded; its puts are also logged (the *delta*) so
+  that a save can replay them into a newer version another process wrote (``saved``).
+
+Finds of pages the store does not have are answered by one hash probe, and finds in a
+table without pages by none: a search into an empty database pays almost nothing here.
+
+Concurrency: like MemoTable, not locked; the Python methods keep the GIL.
+"""
+cimport cython
+from libc.stdint cimport int64_t, uint64_t
+from libc.stdlib cimport free
+from libc.string cimport memset
+
+import numpy as np
+
+from morello._memo cimport MemoTable, _read_row
+from morello._vec cimport _grow, _map_free, _map_get, _map_put, _push, _vec_free
+
+
+@cython.final
+cdef class PageCache:
+    """Pages of persistent tables, loaded on demand (see the module docstring).
+
+    ``loader(table, page)`` is called with a table index and a page (one integer per
+    coordinate, 0 in unpaged ones) that the store holds; it returns the page as a
+    MemoTable (validated by the store), or None if the store no longer has it."""
+
+    def __cinit__(self, int64_t nvalues, int64_t capacity, loader):
+        if not 1 <= nvalues <= 16:
+            raise ValueError(f"nvalues must be in 1..16, got {nvalues}")
+        if capacity < 0:
+            raise ValueError(f"capacity must be >= 0 bytes, got {capacity}")
+        self.nvalues = nvalues
+        self.capacity = capacity
+        self.loader = loader
+        self.index.width = KEY_WIDTH
+        self.s_table = []
+        self.lru_old = self.lru_new = -1
+
+    def __dealloc__(self):
+        cdef int64_t i
+        _map_free(&self.index)
+        _vec_free(&self.g_ndim)
+        _vec_free(&self.g_block)
+        _vec_free(&self.g_pages)
+        _vec_free(&self.g_merge)
+        _vec_free(&self.s_keys)
+        _vec_free(&self.s_version)
+        _vec_free(&self.s_stored)
+        _vec_free(&self.s_dirty)
+        _vec_free(&self.s_bytes)
+        _vec_free(&self.s_prev)
+        _vec_free(&self.s_next)
+        if self.s_delta != NULL:
+            for i in range(self.s_delta_cap):
+                free(self.s_delta[i].data)
+        free(self.s_delta)
+
+    # ---- geometry -------------------------------------------------------------------
+
+    def set_table(self, int64_t table, int64_t ndim, blocks, merge_dims=None):
+        """Declare table ``table``: points of ``ndim`` coordinates, paged by ``blocks``
+        (one per coordinate, >= 0; 0 = unpaged), its pages merging neighbours along the
+        dimensions ``merge_dims`` (default: all). Declaring it again identically is a
+        no-op; otherwise ValueError."""
+        cdef int64_t b[PAGE_MAX_NDIM]
+        cdef int64_t d
+        if not 0 <= table < (1 << 30):
+            raise ValueError(f"table index {table} out of range")
+        if not 1 <= ndim <= PAGE_MAX_NDIM:
+            raise ValueError(f"ndim must be in 1..{PAGE_MAX_NDIM}, got {ndim}")
+        _read_row(blocks, b, <int>ndim, "blocks")
+        for d in range(ndim):
+            if not 0 <= b[d] <= (1 << 40):
+                raise ValueError(f"block {d} = {b[d]} out of range")
+        mask = 0
+        for d in (range(ndim) if merge_dims is None else merge_dims):
+            if not 0 <= d < ndim:
+                raise ValueError(f"merge dim {d} out of range")
+            mask |= 1 << d
+        while self.g_ndim.n <= table:
+            _push(&self.g_ndim, -1)
+            _push(&self.g_pages, 0)
+            _push(&self.g_merge, 0)
+            for d in range(PAGE_MAX_NDIM):
+                _push(&self.g_block, 0)
+        if self.g_ndim.data[table] >= 0:
+            if self.g_ndim.data[table] != ndim or self.g_merge.data[table] != mask or any(
+                    self.g_block.data[table * PAGE_MAX_NDIM + d] != b[d]
+                    for d in range(ndim)):
+                raise ValueError(f"table {table} is declared with another geometry")
+            return
+        self.g_ndim.data[table] = ndim
+        self.g_merge.data[table] = mask
+        for d in range(ndim):
+            self.g_block.data[table * PAGE_MAX_NDIM + d] = b[d]
+
+    def new_table(self, int64_t table):
+        """An empty MemoTable shaped and merging like the pages of ``table``."""
+        if self.geometry(table) is None:
+            raise ValueError(f"table {table} is not declared")
+        t = MemoTable(self.g_ndim.data[table], self.nvalues)
+        t.merge_dims = <uint64_t>self.g_merge.data[table]
+        return t
+
+    def geometry(self, int64_t table):
+        """``(ndim, blocks)`` of a declared table, or None."""
+        if not 0 <= table < self.g_ndim.n or self.g_ndim.data[table] < 0:
+            return None
+        n = self.g_ndim.data[table]
+        return n, tuple(self.g_block.data[table * PAGE_MAX_NDIM + d] for d in range(n))
+
+    cdef int _page_key(self, int64_t table, const int64_t* pt, int64_t* key) except -1:
+        cdef int64_t d, b, n = self.g_ndim.data[table]
+        memset(key, 0, KEY_WIDTH * sizeof(int64_t))
+        key[0] = table
+        for d in range(n):
+            b = self.g_block.data[table * PAGE_MAX_NDIM + d]
+            key[1 + d] = pt[d] // b if b > 0 else 0
+        return 0
+
+    # ---- slots ----------------------------------------------------------------------
+
+    cdef int64_t _slot(self, const int64_t* key, bint create) except -2:
+        cdef int64_t s = _map_get(&self.index, key), d, cap
+        if s >= 0 or not create:
+            return s
+        s = len(self.s_table)
+        for d in range(KEY_WIDTH):
+            _push(&self.s_keys, key[d])
+        self.s_table.append(None)
+        _push(&self.s_version, 0)
+        _push(&self.s_stored, 0)
+        _push(&self.s_dirty, 0)
+        _push(&self.s_bytes, 0)
+        _push(&self.s_prev, -1)
+        _push(&self.s_next, -1)
+        if s >= self.s_delta_cap:
+            cap = 2 * self.s_delta_cap if self.s_delta_cap else 64
+            _grow(<void**>&self.s_delta, cap * sizeof(vec_t))
+            memset(&self.s_delta[self.s_delta_cap], 0,
+                   (cap - self.s_delta_cap) * sizeof(vec_t))
+            self.s_delta_cap = cap
+        _map_put(&self.index, key, s)
+        self.g_pages.data[key[0]] += 1
+        return s
+
+    cdef int _lru_unlink(self, int64_t s) except -1:
+        cdef int64_t p = self.s_prev.data[s], n = self.s_next.data[s]
+        if p < 0 and n < 0 and self.lru_old != s:
+            return 0  # not in the list
+        if p >= 0:
+            self.s_next.data[p] = n
+        else:
+            self.lru_old = n
+        if n >= 0:
+            self.s_prev.data[n] = p
+        else:
+            self.lru_new = p
+        self.s_prev.data[s] = self.s_next.data[s] = -1
+        return 0
+
+    cdef int _lru_push(self, int64_t s) except -1:
+        """Make ``s`` the most recently used clean page."""
+        self._lru_unlink(s)
+        self.s_prev.data[s] = self.lru_new
+        if self.lru_new >= 0:
+            self.s_next.data[self.lru_new] = s
+        else:
+            self.lru_old = s
+        self.lru_new = s
+        return 0
+
+    cdef int _evict(self) except -1:
+        """Drop least recently used clean pages while over budget (never the newest)."""
+        cdef int64_t s
+        while self.loaded_bytes > self.capacity and self.lru_old >= 0 \
+                and self.lru_old != self.lru_new:
+            s = self.lru_old
+            self._lru_unlink(s)
+            self.s_table[s] = None
+            self.loaded_bytes -= self.s_bytes.data[s]
+            self.s_bytes.data[s] = 0
+            self.evictions += 1
+        return 0
+
+    cdef MemoTable _load(self, int64_t s):
+        cdef int64_t table = self.s_keys.data[s * KEY_WIDTH]
+        cdef int64_t n = self.g_ndim.data[table]
+        cdef MemoTable t
+        page = tuple(self.s_keys.data[s * KEY_WIDTH + 1 + d] for d in range(n))
+        loaded = self.loader(table, page)
+        if loaded is None:
+            t = self.new_table(table)
+            self.s_stored.data[s] = 0
+        elif not isinstance(loaded, MemoTable):
+            raise TypeError("the page loader must return a MemoTable or None")
+        else:
+            t = loaded
+            if t.ndim != n or t.nvalues != self.nvalues:
+                raise ValueError(f"page {page} of table {table} has {t.ndim} coordinates "
+                                 f"and {t.nvalues} values, expected {n} and {self.nvalues}")
+            t.merge_dims = <uint64_t>self.g_merge.data[table]
+        self.loads += 1
+        self.s_table[s] = t
+        self.s_bytes.data[s] = t.nbytes()
+        self.loaded_bytes += self.s_bytes.data[s]
+        self._lru_push(s)
+        self._evict()
+        return t
+
+    cdef MemoTable find(self, int64_t table, const int64_t* pt, bint create):
+        cdef int64_t key[KEY_WIDTH]
+        cdef int64_t s
+        cdef MemoTable t
+        if not 0 <= table < self.g_ndim.n or self.g_ndim.data[table] < 0:
+            if create:
+                raise ValueError(f"table {table} is not declared")
+            return None
+        if not create and self.g_pages.data[table] == 0:
+            self.absent += 1
+            return None
+        self._page_key(table, pt, key)
+        s = self._slot(key, create)
+        if s < 0:
+            self.absent += 1
+            return None
+        t = self.s_table[s]
+        if t is not None:
+            self.hits += 1
+            if not self.s_dirty.data[s]:
+                self._lru_push(s)
+            return t
+        if self.s_stored.data[s]:
+            return self._load(s)
+        t = self.new_table(table)
+        self.s_table[s] = t
+        return t
+
+    # ---- puts -----------------------------------------------------------------------
+
+    cdef int put(self, int64_t table, const int64_t* lo, const int64_t* hi,
+                 const int64_t* val) except -1:
+        """Store the box [lo, hi] -> val, split along the pages it crosses."""
+        cdef int64_t n, d, b
+        cdef int64_t first[PAGE_MAX_NDIM]
+        cdef int64_t last[PAGE_MAX_NDIM]
+        cdef int64_t cur[PAGE_MAX_NDIM]
+        cdef int64_t clo[PAGE_MAX_NDIM]
+        cdef int64_t chi[PAGE_MAX_NDIM]
+        if not 0 <= table < self.g_ndim.n or self.g_ndim.data[table] < 0:
+            raise ValueError(f"table {table} is not declared")
+        n = self.g_ndim.data[table]
+        for d in range(n):
+            b = self.g_block.data[table * PAGE_MAX_NDIM + d]
+            first[d] = lo[d] // b if b > 0 else 0
+            last[d] = hi[d] // b if b > 0 else 0
+            cur[d] = first[d]
+        while True:
+            for d in range(n):
+                b = self.g_block.data[table * PAGE_MAX_NDIM + d]
+                if b > 0:
+                    clo[d] = max(lo[d], cur[d] * b)
+                    chi[d] = min(hi[d], cur[d] * b + b - 1)
+                else:
+                    clo[d] = lo[d]
+                    chi[d] = hi[d]
+            self._put_in_page(table, clo, chi, val)
+            # next page: an odometer over [first, last]
+            d = n - 1
+            while d >= 0 and cur[d] == last[d]:
+                cur[d] = first[d]
+                d -= 1
+            if d < 0:
+                return 0
+            cur[d] += 1
+
+    cdef int _put_in_page(self, int64_t table, const int64_t* lo, const int64_t* hi,
+                          const int64_t* val) except -1:
+        cdef int64_t key[KEY_WIDTH]
+        cdef int64_t s, d, n = self.g_ndim.data[table]
+        cdef MemoTable t = self.find(table, lo, True)
+        self._page_key(table, lo, key)
+        s = _map_get(&self.index, key)
+        t._put(lo, hi, val)
+        for d in range(n):
+            _push(&self.s_delta[s], lo[d])
+        for d in range(n):
+            _push(&self.s_delta[s], hi[d])
+        for d in range(self.nvalues):
+            _push(&self.s_delta[s], val[d])
+        if not self.s_dirty.data[s]:
+            self.s_dirty.data[s] = 1
+            self._lru_unlink(s)
+        return 0
+
+    # ---- Python API -----------------------------------------------------------------
+
+    def get(self, int64_t table, point):
+        """The value at ``point`` of ``table`` (loading its page), or None."""
+        cdef int64_t p[PAGE_MAX_NDIM]
+        cdef int64_t n, d
+        geo = self.geometry(table)
+        if geo is None:
+            return None
+        n = geo[0]
+        _read_row(point, p, <int>n, "point")
+        for d in range(n):
+            if p[d] < 0:
+                return None
+        t = self.find(table, p, False)
+        return None if t is None else t.get(point)
+
+    def put_box(self, int64_t table, lo, hi, value):
+        """``put`` from Python (checks its arguments like MemoTable.put)."""
+        cdef int64_t clo[PAGE_MAX_NDIM]
+        cdef int64_t chi[PAGE_MAX_NDIM]
+        cdef int64_t cval[16]
+        cdef int64_t n, d
+        geo = self.geometry(table)
+        if geo is None:
+            raise ValueError(f"table {table} is not declared")
+        n = geo[0]
+        _read_row(lo, clo, <int>n, "lo")
+        _read_row(hi, chi, <int>n, "hi")
+        _read_row(value, cval, <int>self.nvalues, "value")
+        for d in range(n):
+            if not 0 <= clo[d] <= chi[d]:
+                raise ValueError(f"box needs 0 <= lo <= hi, got {clo[d]}, {chi[d]} at {d}")
+        self.put(table, clo, chi, cval)
+
+    def register(self, int64_t table, page, int64_t version):
+        """The store holds ``page`` of ``table`` at ``version`` (>= 1). A loaded clean copy
+        of an older version is dropped (reloaded when next touched); a dirty one is kept:
+        its delta is merged into the newer version when it is saved."""
+        cdef int64_t key[KEY_WIDTH]
+        cdef int64_t s, d, n
+        geo = self.geometry(table)
+        if geo is None:
+            raise ValueError(f"table {table} is not declared")
+        n = geo[0]
+        if len(page) != n:
+            raise ValueError(f"a page of table {table} has {n} coordinates, got {len(page)}")
+        memset(key, 0, sizeof(key))
+        key[0] = table
+        for d in range(n):
+            key[1 + d] = page[d]
+            if key[1 + d] < 0:
+                raise ValueError(f"page coordinate {key[1 + d]} is negative")
+        s = self._slot(key, True)
+        self.s_stored.data[s] = 1
+        if self.s_version.data[s] == version:
+            return
+        if self.s_table[s] is not None and not self.s_dirty.data[s]:
+            self._lru_unlink(s)
+            self.s_table[s] = None
+            self.loaded_bytes -= self.s_bytes.data[s]
+            self.s_bytes.data[s] = 0
+        if not self.s_dirty.data[s]:
+            self.s_version.data[s] = version
+
+    def dirty(self):
+        """Slots with puts not yet saved."""
+        return [s for s in range(len(self.s_table)) if self.s_dirty.data[s]]
+
+    def slot(self, int64_t s):
+        """``(table, page, version, stored)`` of slot ``s``."""
+        if not 0 <= s < len(self.s_table):
+            raise IndexError(f"no slot {s}")
+        table = self.s_keys.data[s * KEY_WIDTH]
+        n = self.g_ndim.data[table]
+        page = tuple(self.s_keys.data[s * KEY_WIDTH + 1 + d] for d in range(n))
+        return table, page, self.s_version.data[s], bool(self.s_stored.data[s])
+
+    def arrays(self, int64_t s):
+        """``to_arrays()`` of slot ``s`` (loading it)."""
+        table, page, _, _ = self.slot(s)
+        t = self.s_table[s]
+        if t is None:
+            t = self._load(s) if self.s_stored.data[s] else self.new_table(table)
+        return t.to_arrays()
+
+    def delta(self, int64_t s):
+        """The puts into slot ``s`` since it was last saved: (lo, hi, values) arrays."""
+        table, _, _, _ = self.slot(s)
+        n = self.g_ndim.data[table]
+        w = 2 * n + self.nvalues
+        cdef vec_t* v = &self.s_delta[s]
+        rows = np.array([v.data[i] for i in range(v.n)], dtype=np.int64).reshape(-1, w)
+        return rows[:, :n], rows[:, n:2 * n], rows[:, 2 * n:]
+
+    def saved(self, int64_t s, int64_t version, MemoTable merged=None):
+        """The store now holds slot ``s`` at ``version``; ``merged``: the page as written
+        when it was merged with a newer version (replaces the loaded one)."""
+        self.slot(s)
+        if merged is not None:
+            merged.merge_dims = <uint64_t>self.g_merge.data[self.s_keys.data[s * KEY_WIDTH]]
+            self.s_table[s] = merged
+        self.s_version.data[s] = version
+        self.s_stored.data[s] = 1
+        self.s_dirty.data[s] = 0
+        self.s_delta[s].n = 0
+        t = self.s_table[s]
+        self.loaded_bytes -= self.s_bytes.data[s]
+        self.s_bytes.data[s] = 0 if t is None else t.nbytes()
+        self.loaded_bytes += self.s_bytes.data[s]
+        if t is not None:
+            self._lru_push(s)
+        self._evict()
+
+    def slots_of(self, int64_t table):
+        """The slots of ``table``."""
+        return [s for s in range(len(self.s_table))
+                if self.s_keys.data[s * KEY_WIDTH] == table]
+
+    @property
+    def n_slots(self):
+        return len(self.s_table)
+
+    @property
+    def n_loaded(self):
+        return sum(t is not None for t in self.s_table)
+
+    def stats(self):
+        """Counters: finds answered by loaded pages, pages loaded, pages evicted, finds
+        of pages the store does not have, loaded bytes and the budget."""
+        return {"hits": self.hits, "loads": self.loads, "evictions": self.evictions,
+                "absent": self.absent, "loaded_pages": self.n_loaded,
+                "loaded_bytes": self.loaded_bytes, "capacity": self.capacity}

@@ -1,0 +1,123 @@
+"""The bytes of one stored page: boxes as little-endian integer columns, checksummed.
+
+A page blob is::
+
+    magic  b"MPG1"                       4 bytes
+    ndim, nvalues                        u8, u8
+    flags                                u8   (bit 0: payload is zlib-compressed)
+    reserved                             u8   (0)
+    nboxes                               u32
+    payload length, uncompressed         u32
+    widths                               u8 each of 2*ndim + nvalues columns (1, 2, 4, 8)
+    payload                              the columns, each nboxes signed little-endian
+                                         integers of its width, in this order: lo
+                                         (ndim columns), extent hi - lo (ndim), values
+    crc32 of every byte above            u32
+
+Nothing in it is executable: decoding is ``struct`` and ``numpy.frombuffer`` on bounded
+lengths, and every field is checked (sizes, widths, checksum) before the arrays are built.
+``decode`` raises ``ValueError`` naming what is wrong; the store turns that into a
+``DatabaseError``. What the values *mean* (boxes inside their page, limits within the
+target's, sane costs) is checked by ``morello.db``.
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+
+import numpy as np
+
+MAGIC = b"MPG1"
+_HEAD = struct.Struct("<4sBBBBII")
+_CRC = struct.Struct("<I")
+_WIDTHS = {1: np.dtype("<i1"), 2: np.dtype("<i2"), 4: np.dtype("<i4"), 8: np.dtype("<i8")}
+MAX_BOXES = 1 << 24        # boxes in one page
+MAX_PAYLOAD = 1 << 30      # uncompressed bytes of one page
+_COMPRESSED = 1
+
+
+def _widths(columns: np.ndarray) -> bytes:
+    """The narrowest width in bytes holding each column (row) of ``columns``."""
+    if columns.shape[1] == 0:
+        return bytes(len(columns))
+    lo, hi = columns.min(axis=1), columns.max(axis=1)
+    out = np.full(len(columns), 8, np.uint8)
+    for w in (4, 2, 1):
+        bound = 1 << (8 * w - 1)
+        out[(lo >= -bound) & (hi < bound)] = w
+    return out.tobytes()
+
+
+def encode(lo: np.ndarray, hi: np.ndarray, values: np.ndarray, compress: bool = True) -> bytes:
+    """The blob of boxes ``[lo, hi] -> values`` (int64 arrays of n rows)."""
+    lo = np.asarray(lo, np.int64)
+    hi = np.asarray(hi, np.int64)
+    values = np.asarray(values, np.int64)
+    n, ndim = lo.shape
+    nvalues = values.shape[1]
+    if hi.shape != lo.shape or values.shape[0] != n:
+        raise ValueError("lo, hi and values disagree in shape")
+    if not (1 <= ndim <= 255 and 1 <= nvalues <= 255 and n <= MAX_BOXES):
+        raise ValueError(f"cannot encode {n} boxes of {ndim} coordinates, {nvalues} values")
+    columns = np.concatenate([lo, hi - lo, values], axis=1).T
+    widths = _widths(columns) if n else bytes([1] * len(columns))
+    payload = b"".join(c.astype(_WIDTHS[w]).tobytes() for c, w in zip(columns, widths))
+    body = zlib.compress(payload, 1) if compress else payload
+    head = _HEAD.pack(MAGIC, ndim, nvalues, _COMPRESSED if compress else 0, 0, n,
+                      len(payload))
+    blob = head + widths + body
+    return blob + _CRC.pack(zlib.crc32(blob))
+
+
+def decode(blob: bytes, ndim: int, nvalues: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(lo, hi, values)`` int64 arrays of a blob written for ``ndim`` coordinates and
+    ``nvalues`` values; ValueError if the blob is not exactly that."""
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        raise ValueError(f"a page is {type(blob).__name__}, not bytes")
+    blob = bytes(blob)
+    ncols = 2 * ndim + nvalues
+    if len(blob) < _HEAD.size + ncols + _CRC.size:
+        raise ValueError(f"page of {len(blob)} bytes is truncated")
+    (crc,) = _CRC.unpack_from(blob, len(blob) - _CRC.size)
+    if zlib.crc32(blob[:-_CRC.size]) != crc:
+        raise ValueError("page checksum mismatch")
+    magic, nd, nv, flags, reserved, n, raw_len = _HEAD.unpack_from(blob)
+    if magic != MAGIC:
+        raise ValueError("not a page (bad magic)")
+    if (nd, nv) != (ndim, nvalues):
+        raise ValueError(f"page of {nd} coordinates and {nv} values, expected {ndim} "
+                         f"and {nvalues}")
+    if flags & ~_COMPRESSED or reserved:
+        raise ValueError(f"page has unknown flags {flags:#x}/{reserved:#x}")
+    if n > MAX_BOXES:
+        raise ValueError(f"page claims {n} boxes (at most {MAX_BOXES})")
+    widths = blob[_HEAD.size:_HEAD.size + ncols]
+    if any(w not in _WIDTHS for w in widths):
+        raise ValueError("page has a column of unknown width")
+    expected = n * sum(widths)
+    if raw_len != expected or raw_len > MAX_PAYLOAD:
+        raise ValueError(f"page payload of {raw_len} bytes, expected {expected}")
+    body = blob[_HEAD.size + ncols:-_CRC.size]
+    if flags & _COMPRESSED:
+        d = zlib.decompressobj()
+        try:
+            payload = d.decompress(body, raw_len + 1)
+        except zlib.error as e:
+            raise ValueError(f"page payload does not decompress ({e})") from None
+        if len(payload) != raw_len or d.unconsumed_tail or not d.eof or d.unused_data:
+            raise ValueError("page payload has the wrong length")
+    else:
+        payload = body
+        if len(payload) != raw_len:
+            raise ValueError("page payload has the wrong length")
+    cols = np.empty((ncols, n), np.int64)
+    pos = 0
+    for i, w in enumerate(widths):
+        cols[i] = np.frombuffer(payload, _WIDTHS[w], n, pos)
+        pos += n * w
+    lo = np.ascontiguousarray(cols[:ndim].T)
+    ext = cols[ndim:2 * ndim].T
+    if (lo < 0).any() or (ext < 0).any() or (lo > (1 << 62)).any() or (ext > (1 << 62)).any():
+        raise ValueError("page has a box with negative or huge coordinates")
+    hi = np.ascontiguousarray(lo + ext)
+    return lo, hi, np.ascontiguousarray(cols[2 * ndim:].T)
