@@ -1,8 +1,8 @@
 """Build the compiled core of morello: one module per role (see STYLE.md rule 1).
 
 _graph (interned Specs and form tables), _expand (native action rows), _dp (the DP
-recurrence and the bridge to the persistent tables), _memo (the compressed memo table), _pages (the tables split into pages
-loaded on demand);
+recurrence and the bridge to the persistent tables), _memo (the compressed memo table),
+_pages (the tables split into pages loaded on demand);
 they share the containers of _vec.pxd.
 """
 import os

@@ -22,14 +22,14 @@ cache; misses fall through to the persistent compressed tables (``morello._memo`
 ``persist`` writes new results there.
 """
 cimport cython
-from libc.stdint cimport int64_t
-from libc.stdlib cimport free, realloc
+from libc.stdint cimport int64_t, uint64_t
+from libc.stdlib cimport free, qsort, realloc
 
 from morello._expand cimport Expander, rows_free, rows_t
 from morello._graph cimport HARD_MAX_LEVELS, HARD_MAX_POINT, SpecGraph
 from morello._memo cimport MAX_NVALUES, MemoTable
-from morello._pages cimport PageCache
-from morello._vec cimport _push, _vec_free, vec_t
+from morello._pages cimport KEY_WIDTH, PageCache
+from morello._vec cimport _grow, _hash_key, _push, _vec_free, vec_t
 
 cdef int64_t MAX_COST = (<int64_t>1) << 62
 
@@ -70,6 +70,22 @@ cdef inline int64_t _decode_limit(bint reg, int64_t c) noexcept nogil:
     if reg:
         return c
     return 0 if c == 0 else (<int64_t>1) << (c - 1)
+
+
+cdef struct persist_t:        # a memo entry to persist, sorted by its page
+    uint64_t page                 # hash of its page key
+    int64_t id
+    int64_t entry
+
+
+cdef int _by_page(const void* a, const void* b) noexcept nogil:
+    cdef const persist_t* x = <const persist_t*>a
+    cdef const persist_t* y = <const persist_t*>b
+    if x.page != y.page:
+        return -1 if x.page < y.page else 1
+    if x.id != y.id:
+        return -1 if x.id < y.id else 1
+    return (x.entry > y.entry) - (x.entry < y.entry)
 
 
 cdef int64_t _gcd(int64_t a, int64_t b) noexcept nogil:
@@ -420,33 +436,65 @@ cdef class Solver:
         self.table_hits += 1
         return self.m_main.n - 1
 
-    def persist(self):
-        """Write every entry the search found (not yet written) into the tables."""
+    def persist(self, flush=None):
+        """Write every entry the search found (not yet written) into the pages; return
+        how many. Entries go in page order, and ``flush()``, if given, is called after
+        each page's entries (the store writes and releases it then, so the pages of a
+        large search are never all in memory at once)."""
         cdef int64_t lo[HARD_MAX_POINT]
         cdef int64_t hi[HARD_MAX_POINT]
+        cdef int64_t key[KEY_WIDTH]
         cdef int64_t val[MAX_NVALUES]
-        cdef int64_t m, i, vol, g, a, fam, n = 0, l, L = self.L
-        cdef MemoTable t
+        cdef int64_t m, i, vol, g, a, fam, n = 0, l, L = self.L, e, count = 0
+        cdef persist_t* todo = NULL
+        cdef uint64_t prev = 0
+        if self.pages is None:
+            return 0
         if 4 + L > MAX_NVALUES:
             raise ValueError(f"{4 + L} values per box exceed MAX_NVALUES {MAX_NVALUES}")
         for i in range(self.memo_head.n):
             m = self.memo_head.data[i]
             while m >= 0:
-                if self.m_persist.data[m]:
-                    self.m_persist.data[m] = 0
-                    fam = self.graph.point(i, self.m_hi.data + m * L, hi)
-                    if self.pages.declared(fam):
-                        self.graph.point(i, self.m_lo.data + m * L, lo)
-                        vol = self.graph.volume(i)
-                        a = self.m_main.data[m]
-                        g = _gcd(a, vol) if a else vol
-                        val[0] = a // g
-                        val[1] = vol // g
-                        for l in range(L):
-                            val[2 + l] = self.m_peaks.data[m * L + l]
-                        val[2 + L] = self.m_depth.data[m]
-                        val[3 + L] = self.m_action.data[m]
-                        self.pages.put(fam, lo, hi, val)
-                        n += 1
+                count += self.m_persist.data[m] != 0
                 m = self.m_next.data[m]
+        try:
+            _grow(<void**>&todo, count * sizeof(persist_t))
+            e = 0
+            for i in range(self.memo_head.n):
+                m = self.memo_head.data[i]
+                while m >= 0:
+                    if self.m_persist.data[m]:
+                        fam = self.graph.point(i, self.m_hi.data + m * L, hi)
+                        if self.pages.declared(fam):
+                            self.pages._page_key(fam, hi, key)
+                            todo[e].page = _hash_key(key, KEY_WIDTH)
+                            todo[e].id = i
+                            todo[e].entry = m
+                            e += 1
+                    m = self.m_next.data[m]
+            qsort(todo, e, sizeof(persist_t), _by_page)
+            for count in range(e):
+                i = todo[count].id
+                m = todo[count].entry
+                if count > 0 and todo[count].page != prev and flush is not None:
+                    flush()
+                prev = todo[count].page
+                self.m_persist.data[m] = 0
+                fam = self.graph.point(i, self.m_hi.data + m * L, hi)
+                self.graph.point(i, self.m_lo.data + m * L, lo)
+                vol = self.graph.volume(i)
+                a = self.m_main.data[m]
+                g = _gcd(a, vol) if a else vol
+                val[0] = a // g
+                val[1] = vol // g
+                for l in range(L):
+                    val[2 + l] = self.m_peaks.data[m * L + l]
+                val[2 + L] = self.m_depth.data[m]
+                val[3 + L] = self.m_action.data[m]
+                self.pages.put(fam, lo, hi, val)
+                n += 1
+            if flush is not None:
+                flush()
+        finally:
+            free(todo)
         return n

@@ -39,6 +39,7 @@ cdef class PageCache:
     cdef vec_t s_version                     # store version it was loaded at (0: new)
     cdef vec_t s_stored                      # 1 if the store holds (a version of) it
     cdef vec_t s_dirty                       # 1 if it has puts not yet saved
+    cdef vec_t fresh_dirty                   # slots made dirty since take_dirty()
     cdef vec_t s_bytes                       # bytes counted in loaded_bytes
     cdef vec_t s_prev                        # LRU list of loaded clean pages: older
     cdef vec_t s_next                        # and newer neighbour, -1 = none

@@ -61,6 +61,7 @@ cdef class PageCache:
         _vec_free(&self.s_version)
         _vec_free(&self.s_stored)
         _vec_free(&self.s_dirty)
+        _vec_free(&self.fresh_dirty)
         _vec_free(&self.s_bytes)
         _vec_free(&self.s_prev)
         _vec_free(&self.s_next)
@@ -304,6 +305,7 @@ cdef class PageCache:
             _push(&self.s_delta[s], val[d])
         if not self.s_dirty.data[s]:
             self.s_dirty.data[s] = 1
+            _push(&self.fresh_dirty, s)
             self._lru_unlink(s)
         return 0
 
@@ -372,9 +374,54 @@ cdef class PageCache:
         if not self.s_dirty.data[s]:
             self.s_version.data[s] = version
 
+    def register_many(self, int64_t table, const unsigned char[::1] pages,
+                      const int64_t[::1] versions):
+        """``register`` for many pages at once: ``pages`` holds their coordinates as
+        little-endian int64 (one row of ndim per page), ``versions`` their versions.
+        ValueError if a coordinate is outside [0, 2^40] or a version outside [1, 2^62)."""
+        cdef int64_t n, d, i, s, v
+        cdef int64_t key[KEY_WIDTH]
+        cdef const int64_t* coords
+        geo = self.geometry(table)
+        if geo is None:
+            raise ValueError(f"table {table} is not declared")
+        n = geo[0]
+        if pages.shape[0] != versions.shape[0] * n * 8:
+            raise ValueError("page coordinates and versions disagree in length")
+        coords = <const int64_t*>&pages[0] if pages.shape[0] else NULL
+        for i in range(versions.shape[0]):
+            v = versions[i]
+            if not 1 <= v < (<int64_t>1 << 62):
+                raise ValueError(f"page version {v} out of range")
+            memset(key, 0, sizeof(key))
+            key[0] = table
+            for d in range(n):
+                # little-endian on every target morello supports (x86-64)
+                key[1 + d] = coords[i * n + d]
+                if not 0 <= key[1 + d] <= (<int64_t>1 << 40):
+                    raise ValueError(f"page coordinate {key[1 + d]} out of range")
+            s = self._slot(key, True)
+            self.s_stored.data[s] = 1
+            if self.s_version.data[s] == v:
+                continue
+            if self.s_table[s] is not None and not self.s_dirty.data[s]:
+                self._lru_unlink(s)
+                self.s_table[s] = None
+                self.loaded_bytes -= self.s_bytes.data[s]
+                self.s_bytes.data[s] = 0
+            if not self.s_dirty.data[s]:
+                self.s_version.data[s] = v
+
     def dirty(self):
         """Slots with puts not yet saved."""
         return [s for s in range(len(self.s_table)) if self.s_dirty.data[s]]
+
+    def take_dirty(self):
+        """Slots made dirty since the last call (still dirty now)."""
+        out = [self.fresh_dirty.data[i] for i in range(self.fresh_dirty.n)
+               if self.s_dirty.data[self.fresh_dirty.data[i]]]
+        self.fresh_dirty.n = 0
+        return out
 
     def slot(self, int64_t s):
         """``(table, page, version, stored)`` of slot ``s``."""

@@ -6,6 +6,7 @@ memory; ``synthesize`` returns a ``Program`` that can be emitted, compiled, veri
 against the kind's numpy reference (``morello.kinds``) and timed."""
 from __future__ import annotations
 
+import atexit
 import threading
 import time
 import warnings
@@ -16,8 +17,8 @@ import numpy as np
 
 from morello import db as dbmod
 from morello import layouts
-from morello.dtypes import SUPPORTED, Dtype, parse_dtype
 from morello._pages import PageCache
+from morello.dtypes import SUPPORTED, Dtype, parse_dtype
 from morello.errors import DatabaseError, MorelloError, SpecError
 from morello.impl import Impl, reconstruct, replay
 from morello.memory import Level, Target, parse_target
@@ -180,20 +181,22 @@ class _Session:
 
     def save(self, stats: dict | None = None) -> int:
         """Write what the Engine found (and the new roots) to the store; the pages
-        written. Without a writable store, results stay in memory."""
-        eng = self._engine
-        if eng is not None:
-            eng.persist()
+        written. Without a writable store, results stay in the Engine's working memo."""
         if self.store is None or not self.store.writable:
             return 0
-        if eng is None:
-            pages = PageCache(NVALUES, 0, lambda i, p: None)
-            written = self.store.save(pages, [], self.roots, stats)
-        else:
-            written = self.store.save(eng.pages, eng.table_keys, self.roots, stats,
-                                      eng.store_ids)
-            if eng.graph.n_ids > ENGINE_MAX_SPECS:
-                self.drop_engine()
+        eng = self._engine
+        try:
+            if eng is None:
+                pages = PageCache(NVALUES, 0, lambda i, p: None)
+                written = self.store.save(pages, [], self.roots, stats)
+            else:
+                written = self.store.save(eng.pages, eng.table_keys, self.roots, stats,
+                                          eng.store_ids, eng.persist)
+        except BaseException:
+            self.drop_engine()  # its pages may claim versions the file does not hold
+            raise
+        if eng is not None and eng.graph.n_ids > ENGINE_MAX_SPECS:
+            self.drop_engine()
         self.roots.clear()
         return written
 
@@ -210,6 +213,7 @@ def _session(target: Target, db_path: Path | None) -> _Session:
         return _SESSIONS[key]
 
 
+@atexit.register
 def close_sessions() -> None:
     """Close every open database of this process (later calls open them again)."""
     with _SESSIONS_LOCK:

@@ -219,7 +219,9 @@ class Store:
                                    timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
             conn.execute("PRAGMA trusted_schema=OFF")
             conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, pageblob.MAX_PAYLOAD + 4096)
+            if hasattr(conn, "setlimit"):  # Python >= 3.11
+                conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH,  # type: ignore[attr-defined,unused-ignore]
+                              pageblob.MAX_PAYLOAD + 4096)
             conn.execute("PRAGMA cell_size_check=ON")
             if not self.writable:
                 conn.execute("PRAGMA query_only=ON")
@@ -354,9 +356,11 @@ class Store:
         self.data_version = v
         return True
 
-    def table(self, key: tuple) -> tuple[int, tuple[int, ...], list] | None:
-        """``(table id, blocks, [(page, version), ...])`` of ``key`` in this context, or
-        None if the file has no such table."""
+    def table(self, key: tuple) -> tuple[int, tuple[int, ...], bytes, np.ndarray] | None:
+        """``(table id, blocks, pages, versions)`` of ``key`` in this context (``pages``:
+        the page coordinates of every stored page as little-endian int64, ndim per page;
+        ``PageCache.register_many`` checks them), or None if the file has no such
+        table."""
         from morello.coords import point_len
 
         if self.ctx is None:
@@ -372,11 +376,12 @@ class Store:
         if ndim != point_len(key) or nvalues != _nvalues():
             raise DatabaseError(f"{self.path} is corrupt (table {key[0]} has {ndim} "
                                 f"coordinates and {nvalues} values)")
-        pages = []
-        for page, version in self._q("SELECT page, version FROM pages WHERE tbl = ?",
-                                     (tid,)):
-            pages.append((self._page_coords(page, ndim), self._version(version)))
-        return int(tid), blocks, pages
+        rows = self._q("SELECT page, version FROM pages WHERE tbl = ?", (tid,))
+        if not all(isinstance(p, bytes) and len(p) == 8 * ndim and isinstance(v, int)
+                   and 0 < v < (1 << 62) for p, v in rows):
+            raise DatabaseError(f"{self.path} is corrupt (malformed page directory)")
+        return (int(tid), blocks, b"".join(p for p, _ in rows),
+                np.fromiter((v for _, v in rows), np.int64, len(rows)))
 
     def _blocks(self, text, key) -> tuple[int, ...]:
         from morello.coords import point_len
@@ -489,50 +494,32 @@ class Store:
 
     # ---- writing --------------------------------------------------------------------
     def save(self, cache, table_keys: list, roots: dict, stats: dict | None = None,
-             engine_ids: dict | None = None) -> int:
-        """Write the dirty pages of ``cache`` (a ``PageCache`` whose table i has key
-        ``table_keys[i]``) and ``roots`` (Spec text -> (trace, cost)) in one transaction;
-        return the pages written. ``engine_ids`` (key -> table id) is updated with new
-        tables."""
-        from morello._memo import MemoTable
+             engine_ids: dict | None = None, persist=None) -> int:
+        """Write, in one transaction, the dirty pages of ``cache`` (a ``PageCache`` whose
+        table i has key ``table_keys[i]``) and ``roots`` (Spec text -> (trace, cost));
+        return the pages written. ``persist(flush)``, if given, fills the cache inside the
+        transaction (``Solver.persist``), calling ``flush()`` after each page, which writes
+        and releases it. ``engine_ids`` (key -> table id) is updated with new tables.
 
-        dirty = cache.dirty()
-        if not dirty and not roots:
-            return 0
+        If the transaction fails, the cache no longer matches the file: drop it."""
         written = 0
         with self._write():
             if self.ctx is None:
                 self.ctx = self._context(create=True)
             seq = self._seq() + 1
-            ids: dict[tuple, int] = {}
-            for s in dirty:
-                table, page, version, _ = cache.slot(s)
-                key = table_keys[table]
-                tid = ids.get(key)
-                if tid is None:
-                    tid = ids[key] = self._table_id(key, cache.geometry(table)[1])
-                pb = _page_bytes(page)
-                row = self.conn.execute("SELECT version, data FROM pages WHERE tbl = ? AND "
-                                        "page = ?", (tid, pb)).fetchone()
-                merged = None
-                if row is not None and row[0] != version:
-                    # Another process wrote this page since we read it: merge our puts in.
-                    blocks = cache.geometry(table)[1]
-                    lo, hi, values = self._decode(row[1], key, blocks, page)
-                    try:
-                        merged = MemoTable.from_arrays(lo, hi, values)
-                    except ValueError as e:
-                        raise DatabaseError(f"{self.path} is corrupt ({e})") from None
-                    merged.merge_dims = cache.new_table(table).merge_dims
-                    for a, b, v in zip(*cache.delta(s)):
-                        merged.put(a, b, v)
-                    arrays = merged.to_arrays()
-                else:
-                    arrays = cache.arrays(s)
-                blob = pageblob.encode(*arrays)
-                self.conn.execute("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?)",
-                                  (tid, pb, seq, len(arrays[0]), blob))
-                cache.saved(s, seq, merged)
+            ids: dict[tuple, int] = dict(engine_ids or {})
+
+            def flush() -> None:
+                nonlocal written
+                for s in cache.take_dirty():
+                    self._write_page(cache, table_keys, s, seq, ids)
+                    written += 1
+
+            if persist is not None:
+                persist(flush)
+            flush()
+            for s in cache.dirty():  # dirty before this save began
+                self._write_page(cache, table_keys, s, seq, ids)
                 written += 1
             for text, (trace, cost) in roots.items():
                 self.conn.execute("INSERT OR REPLACE INTO roots VALUES (?, ?, ?, ?)",
@@ -544,6 +531,37 @@ class Store:
         if engine_ids is not None:
             engine_ids.update(ids)
         return written
+
+    def _write_page(self, cache, table_keys, s: int, seq: int, ids: dict) -> None:
+        """Write slot ``s`` of ``cache`` at version ``seq``, merging its new boxes into
+        the stored page if another process rewrote it since we read it."""
+        from morello._memo import MemoTable
+
+        table, page, version, _ = cache.slot(s)
+        key = table_keys[table]
+        geo = cache.geometry(table)
+        tid = ids.get(key)
+        if tid is None:
+            tid = ids[key] = self._table_id(key, geo[1])
+        pb = _page_bytes(page)
+        row = self.conn.execute("SELECT version, data FROM pages WHERE tbl = ? AND page = ?",
+                                (tid, pb)).fetchone()
+        merged = None
+        if row is not None and row[0] != version:
+            lo, hi, values = self._decode(row[1], key, geo[1], page)
+            try:
+                merged = MemoTable.from_arrays(lo, hi, values)
+            except ValueError as e:
+                raise DatabaseError(f"{self.path} is corrupt ({e})") from None
+            merged.merge_dims = cache.new_table(table).merge_dims
+            for a, b, v in zip(*cache.delta(s)):
+                merged.put(a, b, v)
+            arrays = merged.to_arrays()
+        else:
+            arrays = cache.arrays(s)
+        self.conn.execute("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?)",
+                          (tid, pb, seq, len(arrays[0]), pageblob.encode(*arrays)))
+        cache.saved(s, seq, merged)
 
     def _table_id(self, key: tuple, blocks: tuple[int, ...]) -> int:
         from morello.coords import point_len
@@ -558,7 +576,8 @@ class Store:
         cur = self.conn.execute("INSERT INTO tables(ctx, key, ndim, nvalues, blocks) VALUES "
                                 "(?, ?, ?, ?, ?)", (self.ctx, text, point_len(key),
                                                     _nvalues(), json.dumps(list(blocks))))
-        return int(cur.lastrowid)
+        assert cur.lastrowid is not None
+        return cur.lastrowid
 
 
 def _nvalues() -> int:

@@ -10,8 +10,10 @@ A page blob is::
     payload length, uncompressed         u32
     widths                               u8 each of 2*ndim + nvalues columns (1, 2, 4, 8)
     payload                              the columns, each nboxes signed little-endian
-                                         integers of its width, in this order: lo
-                                         (ndim columns), extent hi - lo (ndim), values
+                                         integers of its width; columns are numbered lo
+                                         (ndim columns), extent hi - lo (ndim), values,
+                                         and stored in order of width (1, 2, 4, 8), by
+                                         number within a width
     crc32 of every byte above            u32
 
 Nothing in it is executable: decoding is ``struct`` and ``numpy.frombuffer`` on bounded
@@ -30,7 +32,7 @@ import numpy as np
 MAGIC = b"MPG1"
 _HEAD = struct.Struct("<4sBBBBII")
 _CRC = struct.Struct("<I")
-_WIDTHS = {1: np.dtype("<i1"), 2: np.dtype("<i2"), 4: np.dtype("<i4"), 8: np.dtype("<i8")}
+_WIDTHS: dict[int, np.dtype] = {w: np.dtype(f"<i{w}") for w in (1, 2, 4, 8)}
 MAX_BOXES = 1 << 24        # boxes in one page
 MAX_PAYLOAD = 1 << 30      # uncompressed bytes of one page
 _COMPRESSED = 1
@@ -61,7 +63,8 @@ def encode(lo: np.ndarray, hi: np.ndarray, values: np.ndarray, compress: bool = 
         raise ValueError(f"cannot encode {n} boxes of {ndim} coordinates, {nvalues} values")
     columns = np.concatenate([lo, hi - lo, values], axis=1).T
     widths = _widths(columns) if n else bytes([1] * len(columns))
-    payload = b"".join(c.astype(_WIDTHS[w]).tobytes() for c, w in zip(columns, widths))
+    order = sorted(range(len(columns)), key=lambda i: widths[i])
+    payload = b"".join(columns[i].astype(_WIDTHS[widths[i]]).tobytes() for i in order)
     body = zlib.compress(payload, 1) if compress else payload
     head = _HEAD.pack(MAGIC, ndim, nvalues, _COMPRESSED if compress else 0, 0, n,
                       len(payload))
@@ -112,9 +115,12 @@ def decode(blob: bytes, ndim: int, nvalues: int) -> tuple[np.ndarray, np.ndarray
             raise ValueError("page payload has the wrong length")
     cols = np.empty((ncols, n), np.int64)
     pos = 0
-    for i, w in enumerate(widths):
-        cols[i] = np.frombuffer(payload, _WIDTHS[w], n, pos)
-        pos += n * w
+    wide = np.frombuffer(widths, np.uint8)
+    for w in (1, 2, 4, 8):
+        idx = np.flatnonzero(wide == w)
+        if len(idx):
+            cols[idx] = np.frombuffer(payload, _WIDTHS[w], n * len(idx), pos).reshape(len(idx), n)
+            pos += n * w * len(idx)
     lo = np.ascontiguousarray(cols[:ndim].T)
     ext = cols[ndim:2 * ndim].T
     if (lo < 0).any() or (ext < 0).any() or (lo > (1 << 62)).any() or (ext > (1 << 62)).any():

@@ -19,7 +19,7 @@ from morello._pages import PageCache
 from morello.coords import key_params, merge_dims, operand_coords, page_blocks, point_len
 from morello.cost import Cost, move_cost
 from morello.dtypes import Dtype
-from morello.errors import MorelloError, SpecError
+from morello.errors import DatabaseError, MorelloError, SpecError
 from morello.kernels import table_for
 from morello.kinds import KINDS, MAX_RANK, PrimKind, output_dims, reduction_dims
 from morello.memory import LEVELS, Level, MemoryLimits, Target
@@ -41,8 +41,20 @@ def logical(spec: Spec) -> Spec:
     return spec.with_limits(UNBOUNDED)
 
 
-# Bytes of loaded clean pages an Engine keeps by default (``morello._pages``).
-DEFAULT_CACHE_BYTES = 256 << 20
+# Bytes of loaded clean pages an Engine keeps (``morello._pages``): $MORELLO_DB_CACHE_MB
+# mebibytes, 64 by default.
+def _cache_bytes() -> int:
+    import os
+
+    text = os.environ.get("MORELLO_DB_CACHE_MB", "64")
+    try:
+        mib = int(text)
+    except ValueError:
+        raise MorelloError(f"MORELLO_DB_CACHE_MB must be a whole number of MiB, got "
+                           f"{text[:20]!r}") from None
+    if not 0 <= mib <= 1 << 20:
+        raise MorelloError(f"MORELLO_DB_CACHE_MB must be in 0..{1 << 20}, got {mib}")
+    return mib << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +86,7 @@ class Engine:
     """
 
     def __init__(self, target: Target, progress: Callable | None = None,
-                 native: bool = True, store=None,
-                 cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+                 native: bool = True, store=None, cache_bytes: int | None = None) -> None:
         self.target = target
         self.kernels = table_for(target)
         self.progress = progress
@@ -98,7 +109,8 @@ class Engine:
         self._specs: list[Spec | None] = []  # decoded logical Specs, by id (cache)
         # The persistent tables, split into pages (loaded from ``store`` on demand).
         self.store = store
-        self.pages = PageCache(NVALUES, cache_bytes, self._load_page)
+        self.pages = PageCache(NVALUES, _cache_bytes() if cache_bytes is None else cache_bytes,
+                               self._load_page)
         self.table_keys: list[tuple] = []
         self._table_index: dict[tuple, int] = {}
         self.store_ids: dict[tuple, int] = {}  # table key -> its id in the store
@@ -116,12 +128,18 @@ class Engine:
         if found is None:
             self.pages.set_table(i, point_len(key), page_blocks(key), merge_dims(key))
         else:
-            tid, blocks, stored = found
+            tid, blocks, pages, versions = found
             self.store_ids[key] = tid
             self.pages.set_table(i, point_len(key), blocks, merge_dims(key))
-            for page, version in stored:
-                self.pages.register(i, page, version)
+            self._register(i, pages, versions)
         return i
+
+    def _register(self, i: int, pages: bytes, versions) -> None:
+        try:
+            self.pages.register_many(i, pages, versions)
+        except ValueError as e:
+            raise DatabaseError(f"{self.store.path} is corrupt ({e}); delete it or pass "
+                                "another --db") from None
 
     def _table_of(self, form: int, dtype_codes: tuple[int, ...]) -> int:
         """The persistent table of Specs of ``form`` over operands of these dtypes."""
@@ -151,13 +169,12 @@ class Engine:
                     found = store.table(key)
                     if found is None:
                         continue
-                    tid, blocks, stored = found
+                    tid, blocks, pages, versions = found
                     i = self._table_index[key]
                     if self.pages.geometry(i) != (point_len(key), blocks):
                         continue  # another geometry: keep our own pages
                     self.store_ids[key] = tid
-                    for page, version in stored:
-                        self.pages.register(i, page, version)
+                    self._register(i, pages, versions)
         for key, page, version in store.changes(self.store_ids):
             self.pages.register(self._table_index[key], page, version)
 
@@ -319,9 +336,10 @@ class Engine:
         )
         return self.lookup(goal), stats
 
-    def persist(self) -> int:
-        """Write new results into the pages (before the store saves them)."""
-        return self.solver.persist()
+    def persist(self, flush: Callable[[], None] | None = None) -> int:
+        """Write new results into the pages, page by page, calling ``flush()`` after each
+        (``Store.save`` writes them then)."""
+        return self.solver.persist(flush)
 
     def lookup(self, spec: Spec) -> Solution | None:
         """The stored optimum of ``spec`` (None if unsatisfiable); KeyError if unsolved."""

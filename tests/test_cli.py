@@ -74,8 +74,10 @@ def test_db_stats_reports_what_a_search_stored(db):
     p = morello("db", "stats", "--json", tmp_db=db)
     assert p.returncode == 0, p.stderr
     stats = json.loads(p.stdout)
-    assert stats["boxes"] > 0 and stats["bytes"] == db.stat().st_size
+    assert stats["boxes"] > 0 and stats["pages"] > 0 and stats["bytes"] == db.stat().st_size
     assert stats["specs_covered"] >= stats["boxes"]
+    assert stats["last_search"]["specs_solved"] > 0
+    assert morello("db", "check", tmp_db=db).returncode == 0
 
 
 def test_second_search_reuses_the_database(db):
@@ -119,9 +121,20 @@ def test_unwritable_db_is_refused(tmp_path):
         os.chmod(ro, 0o700)
 
 
+def test_db_of_the_old_format_is_refused(db):
+    db.write_text('{"format": "morello-db", "version": 10, "target": "avx2"}\n')
+    assert_one_line_error(morello("synth", "matmul", "2", "2", "2", tmp_db=db),
+                          "old single-file format")
+
+
 def test_db_of_another_version_is_refused(db):
-    db.write_text('{"format": "morello-db", "version": 0, "target": "avx2"}\n')
-    assert_one_line_error(morello("synth", "matmul", "2", "2", "2", tmp_db=db), "version")
+    import sqlite3
+
+    assert morello("synth", "matmul", "2", "2", "2", "-q", tmp_db=db).returncode == 0
+    with sqlite3.connect(db) as c:
+        c.execute("UPDATE meta SET value = '99' WHERE name = 'version'")
+    c.close()
+    assert_one_line_error(morello("synth", "matmul", "2", "2", "2", tmp_db=db), "version 11")
 
 
 def test_db_that_is_a_directory_is_refused(tmp_path):
@@ -134,11 +147,14 @@ def test_corrupt_db_is_refused(db):
     assert_one_line_error(morello("synth", "matmul", "2", "2", "2", tmp_db=db), "corrupt")
 
 
-def test_foreign_target_db_is_refused(db):
-    from morello.db import VERSION
-
-    db.write_text(f'{{"format": "morello-db", "version": {VERSION}, "target": "avx512"}}\n')
-    assert_one_line_error(morello("synth", "matmul", "2", "2", "2", tmp_db=db), "avx512")
+def test_one_db_keeps_the_results_of_several_thread_counts_apart(db):
+    assert morello("synth", "matmul", "16", "16", "16", "-q", tmp_db=db).returncode == 0
+    p = morello("bench", "matmul", "16", "16", "16", "--json", "--repeats", "1",
+                "--threads", "2", tmp_db=db)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["specs_solved"] > 0  # other threads: other results
+    stats = json.loads(morello("db", "stats", "--json", tmp_db=db).stdout)
+    assert sorted(c["target"].split("@")[0] for c in stats["contexts"]) == ["avx2", "avx2-2t"]
 
 
 def test_missing_c_compiler_is_reported(db):

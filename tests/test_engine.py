@@ -149,16 +149,20 @@ def test_records_beyond_the_capacities_are_refused_with_the_limit_named():
         SpecGraph(16, 8, 1, [True] * 5)
 
 
-def test_tables_reproduce_results_in_a_new_engine():
+def test_stored_pages_reproduce_results_in_a_new_engine(tmp_path):
+    from morello.db import Store
+
     spec = morello.matmul(8, 5, 16)
-    first = Engine(AVX2)
+    store = Store(tmp_path / "t.sqlite", AVX2)
+    first = Engine(AVX2, store=store)
     sol, _ = first.solve(spec)
-    first.persist()
-    tables = {k: t.to_arrays() for k, t in first.tables.items()}
-    second = Engine(AVX2, tables=tables)
+    assert store.save(first.pages, first.table_keys, {}, None, first.store_ids,
+                      first.persist) > 0
+    second = Engine(AVX2, store=Store(tmp_path / "t.sqlite", AVX2))
     again, stats = second.solve(spec)
     assert again == sol
     assert stats.specs_solved == 0
+    assert second.pages.loads > 0
     # Every node of the optimal Impl is answered by the tables alone.
     from morello.impl import reconstruct
 

@@ -1,0 +1,201 @@
+"""The page cache and the page blobs: paged tables equal one table, whatever the
+geometry, the budget and the saves; blobs round-trip and refuse any damage."""
+from __future__ import annotations
+
+import itertools
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_memo import SIDE, memo_ops_st
+
+from morello import pageblob
+from morello._memo import MemoTable
+from morello._pages import PageCache
+from morello.reference_memo import DenseMemoTable
+
+
+class FakeStore:
+    """Pages saved by ``save_all``, served to a PageCache's loader (with a load count)."""
+
+    def __init__(self) -> None:
+        self.pages: dict[tuple, tuple] = {}
+        self.version = 0
+        self.loads = 0
+
+    def loader(self, table, page):
+        self.loads += 1
+        arrays = self.pages.get((table, page))
+        return None if arrays is None else MemoTable.from_arrays(*arrays)
+
+    def save_all(self, cache: PageCache) -> None:
+        self.version += 1
+        for s in cache.dirty():
+            table, page, _, _ = cache.slot(s)
+            self.pages[(table, page)] = cache.arrays(s)
+            cache.saved(s, self.version)
+
+    def reopen(self, ndim, nvalues, blocks, capacity) -> PageCache:
+        cache = PageCache(nvalues, capacity, self.loader)
+        cache.set_table(0, ndim, blocks)
+        for (table, page) in self.pages:
+            cache.register(table, page, self.version)
+        return cache
+
+
+def _grid(ndim):
+    return list(itertools.product(range(SIDE), repeat=ndim))
+
+
+@settings(max_examples=60, deadline=None)
+@given(memo_ops_st(max_ndim=3), st.data())
+def test_a_paged_table_equals_the_dense_model_for_any_geometry_and_budget(ops, data):
+    ndim, nvalues, puts = ops
+    blocks = data.draw(st.lists(st.integers(0, 5), min_size=ndim, max_size=ndim))
+    capacity = data.draw(st.sampled_from([0, 2000, 1 << 30]))
+    split = data.draw(st.integers(0, len(puts)))
+    store = FakeStore()
+    cache = PageCache(nvalues, capacity, store.loader)
+    cache.set_table(0, ndim, blocks)
+    model = DenseMemoTable(ndim, nvalues)
+    for lo, hi, v in puts[:split]:
+        cache.put_box(0, lo, hi, v)
+        model.put(lo, hi, v)
+    store.save_all(cache)
+    # A new process: pages come back through the loader, under the budget.
+    cache = store.reopen(ndim, nvalues, blocks, capacity)
+    for lo, hi, v in puts[split:]:
+        cache.put_box(0, lo, hi, v)
+        model.put(lo, hi, v)
+    for p in _grid(ndim):
+        assert cache.get(0, p) == model.get(p), p
+    store.save_all(cache)
+    cache = store.reopen(ndim, nvalues, blocks, capacity)
+    for p in _grid(ndim):
+        assert cache.get(0, p) == model.get(p), p
+    if capacity == 0 and store.pages:
+        assert cache.n_loaded <= 1  # only the newest clean page is kept
+
+
+def test_boxes_are_split_along_page_boundaries_and_stay_inside_their_page():
+    cache = PageCache(1, 1 << 30, lambda t, p: None)
+    cache.set_table(0, 2, [4, 0])
+    cache.put_box(0, (1, 0), (9, 6), (7,))
+    pages = {}
+    for s in range(cache.n_slots):
+        _, page, _, _ = cache.slot(s)
+        lo, hi, _ = cache.arrays(s)
+        assert (lo[:, 0] // 4 == page[0]).all() and (hi[:, 0] // 4 == page[0]).all()
+        pages[page] = (lo.tolist(), hi.tolist())
+    assert pages == {(0, 0): ([[1, 0]], [[3, 6]]), (1, 0): ([[4, 0]], [[7, 6]]),
+                     (2, 0): ([[8, 0]], [[9, 6]])}
+
+
+def test_dirty_pages_are_never_evicted_and_clean_ones_are_reloaded():
+    store = FakeStore()
+    cache = PageCache(1, 0, store.loader)
+    cache.set_table(0, 1, [1])
+    for x in range(5):
+        cache.put_box(0, (x,), (x,), (x + 10,))
+    assert cache.n_loaded == 5 and cache.evictions == 0  # all dirty: pinned
+    store.save_all(cache)
+    assert cache.n_loaded == 1 and cache.evictions == 4
+    assert [cache.get(0, (x,)) for x in range(5)] == [(x + 10,) for x in range(5)]
+    assert store.loads >= 4
+
+
+def test_a_newer_version_replaces_a_clean_page_and_a_dirty_page_keeps_its_delta():
+    store = FakeStore()
+    cache = PageCache(1, 1 << 30, store.loader)
+    cache.set_table(0, 1, [0])
+    cache.put_box(0, (0,), (0,), (1,))
+    store.save_all(cache)
+    other = store.reopen(1, 1, [0], 1 << 30)
+    other.put_box(0, (1,), (1,), (2,))
+    store.save_all(other)
+    cache.register(0, (0,), store.version)  # what a refresh sees
+    assert cache.get(0, (1,)) == (2,)
+    cache.put_box(0, (2,), (2,), (3,))
+    (s,) = cache.dirty()
+    lo, hi, values = cache.delta(s)
+    assert lo.tolist() == [[2]] and values.tolist() == [[3]]
+
+
+def test_finds_in_tables_without_pages_touch_nothing():
+    cache = PageCache(1, 0, lambda t, p: pytest.fail("no page should be loaded"))
+    cache.set_table(0, 2, [1, 1])
+    assert cache.get(0, (3, 4)) is None
+    cache.register(0, (9, 9), 1)
+    assert cache.get(0, (3, 4)) is None and cache.absent == 2
+
+
+def test_geometry_is_checked():
+    cache = PageCache(1, 0, lambda t, p: None)
+    cache.set_table(0, 2, [1, 0])
+    cache.set_table(0, 2, [1, 0])
+    with pytest.raises(ValueError, match="another geometry"):
+        cache.set_table(0, 2, [2, 0])
+    with pytest.raises(ValueError, match="blocks"):
+        cache.set_table(1, 2, [1])
+    with pytest.raises(ValueError, match="out of range"):
+        cache.register_many(0, np.array([1, -1], "<i8").tobytes(), np.array([1]))
+    with pytest.raises(ValueError, match="version"):
+        cache.register_many(0, np.array([1, 1], "<i8").tobytes(), np.array([0]))
+
+
+@st.composite
+def boxes_st(draw):
+    n = draw(st.integers(0, 30))
+    ndim = draw(st.integers(1, 6))
+    nvalues = draw(st.integers(1, 5))
+    big = st.one_of(st.integers(0, 300), st.integers(0, 1 << 40))
+    lo = np.array(draw(st.lists(st.lists(big, min_size=ndim, max_size=ndim),
+                                min_size=n, max_size=n)), np.int64).reshape(n, ndim)
+    ext = np.array(draw(st.lists(st.lists(st.integers(0, 70000), min_size=ndim,
+                                          max_size=ndim), min_size=n, max_size=n)),
+                   np.int64).reshape(n, ndim)
+    values = np.array(draw(st.lists(st.lists(st.integers(-(1 << 62), 1 << 62),
+                                             min_size=nvalues, max_size=nvalues),
+                                    min_size=n, max_size=n)), np.int64).reshape(n, nvalues)
+    return lo, lo + ext, values
+
+
+@settings(max_examples=100, deadline=None)
+@given(boxes_st(), st.booleans())
+def test_page_blobs_round_trip(arrays, compress):
+    lo, hi, values = arrays
+    blob = pageblob.encode(lo, hi, values, compress)
+    for a, b in zip(pageblob.decode(blob, lo.shape[1], values.shape[1]), arrays):
+        assert a.dtype == np.int64 and (a == b).all()
+
+
+@settings(max_examples=150, deadline=None)
+@given(boxes_st(), st.data())
+def test_damaged_page_blobs_are_refused_with_a_value_error(arrays, data):
+    lo, hi, values = arrays
+    blob = bytearray(pageblob.encode(lo, hi, values))
+    how = data.draw(st.sampled_from(["flip", "truncate", "extend", "other shape"]))
+    if how == "flip":
+        i = data.draw(st.integers(0, 8 * len(blob) - 1))
+        blob[i // 8] ^= 1 << (i % 8)
+    elif how == "truncate":
+        del blob[data.draw(st.integers(0, len(blob) - 1)):]
+    elif how == "extend":
+        blob += data.draw(st.binary(min_size=1, max_size=20))
+    with pytest.raises(ValueError):
+        if how == "other shape":
+            pageblob.decode(bytes(blob), lo.shape[1] + 1, values.shape[1])
+        else:
+            pageblob.decode(bytes(blob), lo.shape[1], values.shape[1])
+
+
+def test_a_blob_with_a_valid_checksum_but_lying_sizes_is_refused():
+    lo = np.zeros((3, 2), np.int64)
+    blob = bytearray(pageblob.encode(lo, lo, np.zeros((3, 1), np.int64)))
+    blob[8:12] = (1 << 24).to_bytes(4, "little")  # nboxes: a huge claim
+    body = bytes(blob[:-4])
+    blob = body + zlib.crc32(body).to_bytes(4, "little")
+    with pytest.raises(ValueError, match="boxes|payload"):
+        pageblob.decode(blob, 2, 1)
