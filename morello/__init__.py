@@ -16,6 +16,7 @@ Embedding API::
     prog = morello.schedule(spec, [morello.TileOut(dim=1, size=16)])
 """
 from morello.api import (
+    DatabaseWarning,
     Program,
     add,
     broadcast,
@@ -27,13 +28,15 @@ from morello.api import (
     relu,
     synthesize,
 )
-from morello.errors import BuildError, MorelloError, RewriteError, SpecError
+from morello.errors import BuildError, DatabaseError, MorelloError, RewriteError, SpecError
 from morello.memory import Level
 from morello.rewrites import Move, Select, Split, TileOut, ToAccum
 from morello.schedule import schedule
 
 __all__ = [
     "BuildError",
+    "DatabaseError",
+    "DatabaseWarning",
     "Level",
     "MorelloError",
     "Move",

@@ -20,6 +20,40 @@ from morello._vec cimport map_t, vec_t
 cdef enum:
     PAGE_MAX_NDIM = 32       # most coordinates of a point (morello._memo MAX_NDIM)
     KEY_WIDTH = 33           # a page key: table, then one page coordinate per dim
+    MIN_BLOCK = -63          # blocks below 0 page by bit length (see page_of)
+
+
+cdef inline int64_t page_of(int64_t x, int64_t block) noexcept nogil:
+    """The page of coordinate value ``x >= 0`` under ``block``: ``x // block`` for a
+    block > 0; for a block -1 - s < 0, pages that double in length after a first one of
+    2^s values (``max(0, bit_length(x) - s)``); 0 for block 0 (unpaged)."""
+    cdef int64_t p = 0
+    if block > 0:
+        return x // block
+    if block < 0:
+        while x > 0:
+            x >>= 1
+            p += 1
+        p += block + 1
+        return p if p > 0 else 0
+    return 0
+
+
+cdef inline int64_t page_start(int64_t page, int64_t block) noexcept nogil:
+    if block > 0:
+        return page * block
+    if block < 0:
+        return 0 if page == 0 else (<int64_t>1) << (page - block - 2)
+    return 0
+
+
+cdef inline int64_t page_end(int64_t page, int64_t block) noexcept nogil:
+    if block > 0:
+        return page * block + block - 1
+    if block < 0 and page - block - 1 < 63:
+        return ((<int64_t>1) << (page - block - 1)) - 1
+    return 0x7FFFFFFFFFFFFFFF
+
 
 
 @cython.final

@@ -12,6 +12,10 @@ _Ints = Sequence[SupportsIndex] | npt.NDArray[np.integer[Any]]
 _Int64Array = npt.NDArray[np.int64]
 _Arrays = tuple[_Int64Array, _Int64Array, _Int64Array]
 
+def doubling_block(first: int) -> int: ...
+
+def page_range(page: int, block: int) -> tuple[int, int]: ...
+
 @final
 class PageCache:
     """Pages of persistent tables, loaded on demand through ``loader``."""

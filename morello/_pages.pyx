@@ -1,7 +1,10 @@
 """The page cache: persistent tables split into pages of coordinates, loaded on demand.
 
-A table's points are cut into pages by integer division of each coordinate by that
-coordinate's *block* (0 leaves a coordinate unpaged: every page spans all of it). Each page
+A table's points are cut into pages along each coordinate by that coordinate's *block*:
+a block b > 0 cuts it into runs of b values (page ``x // b``), a block -1 - s < 0 into
+runs that double after a first run of 2^s values (block -4: {0..7}, {8..15}, {16..31},
+...: fine pages for small sizes, few for large ones), and 0 leaves it unpaged (every page
+spans all of it). Each page
 is a MemoTable of its own, so a search reads only the pages its Specs touch and a save
 writes only the pages it changed.
 
@@ -28,6 +31,19 @@ import numpy as np
 
 from morello._memo cimport MemoTable, _read_row
 from morello._vec cimport _grow, _map_free, _map_get, _map_put, _push, _vec_free
+
+
+def doubling_block(int64_t first):
+    """The block whose pages double in length after a first page of ``first`` (a power of
+    two) values."""
+    if first < 1 or first & (first - 1) or first > (1 << 62):
+        raise ValueError(f"first page of {first} values: need a power of two")
+    return -1 - (first.bit_length() - 1)
+
+
+def page_range(int64_t page, int64_t block):
+    """The first and last coordinate of ``page`` along a coordinate of ``block``."""
+    return page_start(page, block), page_end(page, block)
 
 
 @cython.final
@@ -85,7 +101,7 @@ cdef class PageCache:
             raise ValueError(f"ndim must be in 1..{PAGE_MAX_NDIM}, got {ndim}")
         _read_row(blocks, b, <int>ndim, "blocks")
         for d in range(ndim):
-            if not 0 <= b[d] <= (1 << 40):
+            if not MIN_BLOCK <= b[d] <= (1 << 40):
                 raise ValueError(f"block {d} = {b[d]} out of range")
         mask = 0
         for d in (range(ndim) if merge_dims is None else merge_dims):
@@ -129,8 +145,7 @@ cdef class PageCache:
         memset(key, 0, KEY_WIDTH * sizeof(int64_t))
         key[0] = table
         for d in range(n):
-            b = self.g_block.data[table * PAGE_MAX_NDIM + d]
-            key[1 + d] = pt[d] // b if b > 0 else 0
+            key[1 + d] = page_of(pt[d], self.g_block.data[table * PAGE_MAX_NDIM + d])
         return 0
 
     # ---- slots ----------------------------------------------------------------------
@@ -267,18 +282,14 @@ cdef class PageCache:
         n = self.g_ndim.data[table]
         for d in range(n):
             b = self.g_block.data[table * PAGE_MAX_NDIM + d]
-            first[d] = lo[d] // b if b > 0 else 0
-            last[d] = hi[d] // b if b > 0 else 0
+            first[d] = page_of(lo[d], b)
+            last[d] = page_of(hi[d], b)
             cur[d] = first[d]
         while True:
             for d in range(n):
                 b = self.g_block.data[table * PAGE_MAX_NDIM + d]
-                if b > 0:
-                    clo[d] = max(lo[d], cur[d] * b)
-                    chi[d] = min(hi[d], cur[d] * b + b - 1)
-                else:
-                    clo[d] = lo[d]
-                    chi[d] = hi[d]
+                clo[d] = max(lo[d], page_start(cur[d], b))
+                chi[d] = min(hi[d], page_end(cur[d], b))
             self._put_in_page(table, clo, chi, val)
             # next page: an odometer over [first, last]
             d = n - 1

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 
+from morello._pages import doubling_block
 from morello.dtypes import BY_NAME as DTYPES_BY_NAME
 from morello.layouts import Layout, PhysDim
 from morello.memory import AVX2, LEVELS, NLEVELS, Level, MemoryLimits, Target
@@ -244,11 +245,11 @@ def point_len(key: tuple) -> int:
 OPERAND_SEGMENTS = ("level", "layout", "deficit", "vector")
 
 # Pages of the persistent tables (``morello._pages``): shape coordinates are cut into
-# blocks of SHAPE_BLOCK sizes; the member, operand levels and serial coordinates each give
-# their own pages; layouts, contiguity, vector sizes and memory limits stay inside a page.
-# Chosen by measurement (benchmarks/db_scaling.py): smaller blocks make small queries read
-# less, larger ones make large searches write fewer pages.
-SHAPE_BLOCK = 8
+# pages that double in length after a first page of 8 sizes (1-8, 9-16, 17-32, ...); the
+# member, operand levels and serial coordinates each give their own pages; layouts,
+# contiguity, vector sizes and memory limits stay inside a page. Chosen by measurement
+# (benchmarks/db_scaling.py): small queries read small pages, large searches write few.
+SHAPE_BLOCK = doubling_block(8)
 _PAGE_BLOCK = {"member": 1, "shape": SHAPE_BLOCK, "level": 1, "layout": 0, "deficit": 0,
                "vector": 0, "serial": 1, "limit": 0}
 

@@ -392,7 +392,7 @@ class Store:
             blocks = None
         if (not isinstance(blocks, list) or len(blocks) != point_len(key)
                 or not all(isinstance(b, int) and not isinstance(b, bool)
-                           and 0 <= b <= (1 << 40) for b in blocks)
+                           and -63 <= b <= (1 << 40) for b in blocks)
                 or any(b for b, s in zip(blocks, self._segments(key)) if s == "limit")):
             raise DatabaseError(f"{self.path} is corrupt (bad page geometry of {key[0]})")
         return tuple(blocks)
@@ -628,6 +628,7 @@ def coordinate_bounds(key: tuple, target) -> list[int]:
 def validate_boxes(lo, hi, values, key, blocks, page, target) -> None:
     """ValueError unless every box lies in ``page`` and within the target's coordinate
     ranges, and every value row is a plausible (cost, peaks, depth, action)."""
+    from morello._pages import page_range
     from morello.memory import LEVELS
 
     n, ndim = lo.shape
@@ -637,10 +638,13 @@ def validate_boxes(lo, hi, values, key, blocks, page, target) -> None:
     if (hi > bounds).any():
         raise ValueError("a box reaches beyond the target's coordinates")
     for d, b in enumerate(blocks):
-        if b and ((lo[:, d] // b != page[d]).any() or (hi[:, d] // b != page[d]).any()):
+        if not b:
+            if page[d]:
+                raise ValueError("a page coordinate of an unpaged dimension")
+            continue
+        start, end = page_range(page[d], b)
+        if (lo[:, d] < start).any() or (hi[:, d] > end).any():
             raise ValueError("a box lies outside its page")
-        if not b and page[d]:
-            raise ValueError("a page coordinate of an unpaged dimension")
     nl = len(LEVELS)
     num, den = values[:, 0], values[:, 1]
     peaks = values[:, 2:2 + nl]

@@ -63,8 +63,8 @@ def encode(lo: np.ndarray, hi: np.ndarray, values: np.ndarray, compress: bool = 
         raise ValueError(f"cannot encode {n} boxes of {ndim} coordinates, {nvalues} values")
     columns = np.concatenate([lo, hi - lo, values], axis=1).T
     widths = _widths(columns) if n else bytes([1] * len(columns))
-    order = sorted(range(len(columns)), key=lambda i: widths[i])
-    payload = b"".join(columns[i].astype(_WIDTHS[widths[i]]).tobytes() for i in order)
+    wide = np.frombuffer(widths, np.uint8)
+    payload = b"".join(columns[wide == w].astype(_WIDTHS[w]).tobytes() for w in (1, 2, 4, 8))
     body = zlib.compress(payload, 1) if compress else payload
     head = _HEAD.pack(MAGIC, ndim, nvalues, _COMPRESSED if compress else 0, 0, n,
                       len(payload))

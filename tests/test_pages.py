@@ -53,7 +53,7 @@ def _grid(ndim):
 @given(memo_ops_st(max_ndim=3), st.data())
 def test_a_paged_table_equals_the_dense_model_for_any_geometry_and_budget(ops, data):
     ndim, nvalues, puts = ops
-    blocks = data.draw(st.lists(st.integers(0, 5), min_size=ndim, max_size=ndim))
+    blocks = data.draw(st.lists(st.integers(-3, 5), min_size=ndim, max_size=ndim))
     capacity = data.draw(st.sampled_from([0, 2000, 1 << 30]))
     split = data.draw(st.integers(0, len(puts)))
     store = FakeStore()
