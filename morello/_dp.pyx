@@ -31,6 +31,8 @@ from morello._memo cimport MAX_NVALUES, MemoTable
 from morello._pages cimport KEY_WIDTH, PageCache
 from morello._vec cimport _grow, _hash_key, _push, _vec_free, vec_t
 
+from morello.errors import DatabaseError
+
 cdef int64_t MAX_COST = (<int64_t>1) << 62
 
 
@@ -423,7 +425,9 @@ cdef class Solver:
         # validated when loaded, but a value that does not fit this Spec is refused here.
         vol = self.graph.volume(i)
         if den < 1 or num < 0 or vol % den != 0:
-            raise ValueError(f"stored cost {num}/{den} does not fit a Spec of volume {vol}")
+            raise DatabaseError(f"a stored cost ({num}/{den}) does not fit a Spec of volume "
+                                f"{vol}: the database is corrupt; delete it or pass another "
+                                "--db")
         f.best_main = sat_mul(num, vol // den)
         f.best_depth = t.box_value(box, 2 + L)
         f.best_action = t.box_value(box, 3 + L)

@@ -337,13 +337,22 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
             sess.drop_engine()  # its state is not to be trusted after an error
             raise
         if sol is None:
+            if sess.store is not None and Engine(tgt).solve(spec)[0] is not None:
+                sess.drop_engine()
+                raise _corrupt(db_path, spec, "they claim it has no implementation")
             raise SpecError(f"no implementation of {spec} fits the memory limits")
-        impl = reconstruct(spec, tgt, eng.lookup)
+        try:
+            impl = reconstruct(spec, tgt, eng.lookup)
+        except (MorelloError, KeyError) as e:
+            if sess.store is None:
+                raise
+            sess.drop_engine()
+            reason = f"a sub-Spec has no result: {e}" if isinstance(e, KeyError) else str(e)
+            raise _corrupt(db_path, spec, reason[:300]) from None
         if impl.cost.main != sol.cost.main:
             sess.drop_engine()
-            raise DatabaseError(f"the stored results of {db_path} do not rebuild a program "
-                                f"of the cost they claim for {spec}; the database is "
-                                "corrupt: delete it or pass another --db")
+            raise _corrupt(db_path, spec, "the program they give does not cost what they "
+                           "claim")
         seconds = time.perf_counter() - t0
         sess.roots[str(spec)] = (impl.trace(), impl.cost.main)
         if sess.store is not None:
@@ -354,12 +363,23 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
         return Program(spec, tgt, impl, stats, seconds)
 
 
+def _corrupt(db_path, spec: Spec, reason: str) -> DatabaseError:
+    return DatabaseError(f"the stored results of {db_path} do not rebuild a program for "
+                         f"{spec.logical_str()} ({reason}); the database is corrupt: delete "
+                         "it or pass another --db")
+
+
 def _search_stats(stats: SearchStats, eng: Engine, before: tuple[int, dict]) -> dict:
     """What ``morello db stats`` reports of the last search: (Spec, limits) pairs solved
     and answered by the database, and how its pages were found."""
     hits0, pages0 = before
     pages = eng.pages.stats()
+    d = {k: pages[k] - pages0[k] for k in ("hits", "loads", "evictions", "absent")}
+    answered = eng.solver.table_hits - hits0
+    asked = answered + stats.specs_solved
     return {"specs_solved": stats.specs_solved, "seconds": round(stats.seconds, 3),
-            "answered_by_database": eng.solver.table_hits - hits0,
-            **{f"page_{k}": pages[k] - pages0[k]
-               for k in ("hits", "loads", "evictions", "absent")}}
+            "answered_by_database": answered,
+            "database_hit_rate": round(answered / asked, 4) if asked else 0.0,
+            "page_cache_hit_rate": round(d["hits"] / (d["hits"] + d["loads"]), 4)
+            if d["hits"] + d["loads"] else 0.0,
+            **{f"page_{k}": v for k, v in d.items()}}

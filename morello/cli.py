@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 
 from morello import timing
@@ -358,6 +359,9 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except MorelloError as e:
         print(f"morello: error: {e}", file=sys.stderr)
+        return 2
+    except sqlite3.Error as e:  # a database fault the store did not name (a bug of ours)
+        print(f"morello: error: database error: {str(e)[:200]}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("\nmorello: interrupted", file=sys.stderr)

@@ -116,7 +116,7 @@ def _table_key(text: str) -> tuple:
 
     try:
         family, params, dtypes, rank = json.loads(text)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         raise ValueError(f"malformed table key {text[:80]!r}") from None
     if (not isinstance(family, str) or family not in FAMILIES
             or not isinstance(params, list)
@@ -228,6 +228,9 @@ class Store:
             # A file nobody may write to (a shipped database in a read-only directory)
             # cannot keep SQLite's lock files: open it as immutable.
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except UnicodeDecodeError:
+            raise DatabaseError(f"{self.path} is not a morello database (undecodable "
+                                "text); delete it or pass another --db") from None
         except sqlite3.DatabaseError as e:
             if not self.writable and exists and "unable to open" in str(e):
                 conn = sqlite3.connect(f"{self.path.absolute().as_uri()}?immutable=1",
@@ -265,9 +268,9 @@ class Store:
             if self.writable:
                 self.conn.execute("PRAGMA journal_mode=WAL")
                 self.conn.execute("PRAGMA synchronous=NORMAL")
-        except sqlite3.DatabaseError as e:
-            raise DatabaseError(f"{self.path} is corrupt or unreadable ({e}); delete it or "
-                                "pass another --db") from None
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
+            raise DatabaseError(f"{self.path} is corrupt or unreadable ({_reason(e)}); "
+                                "delete it or pass another --db") from None
 
     def _create(self) -> None:
         self.conn.execute("PRAGMA journal_mode=WAL")
@@ -299,6 +302,13 @@ class Store:
             raise DatabaseError(f"cannot write database {self.path}: {e}") from None
         try:
             yield
+        except (sqlite3.Error, UnicodeDecodeError) as e:
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            raise DatabaseError(f"{self.path} is corrupt or unwritable ({_reason(e)}); "
+                                "delete it or pass another --db") from None
         except BaseException:
             try:
                 self.conn.execute("ROLLBACK")
@@ -317,9 +327,9 @@ class Store:
     def _q(self, sql: str, args=()):
         try:
             return self.conn.execute(sql, args).fetchall()
-        except sqlite3.DatabaseError as e:
-            raise DatabaseError(f"{self.path} is corrupt or unreadable ({e}); delete it or "
-                                "pass another --db") from None
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
+            raise DatabaseError(f"{self.path} is corrupt or unreadable ({_reason(e)}); "
+                                "delete it or pass another --db") from None
 
     def _seq(self) -> int:
         rows = self._q("SELECT value FROM meta WHERE name = 'seq'")
@@ -388,7 +398,7 @@ class Store:
 
         try:
             blocks = json.loads(text)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             blocks = None
         if (not isinstance(blocks, list) or len(blocks) != point_len(key)
                 or not all(isinstance(b, int) and not isinstance(b, bool)
@@ -480,7 +490,7 @@ class Store:
             return None
         try:
             trace = json.loads(trace_text)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         if (not isinstance(trace, list) or not all(
                 isinstance(a, int) and not isinstance(a, bool) and 0 <= a < MAX_ACTION
@@ -570,7 +580,7 @@ class Store:
         row = self.conn.execute("SELECT id, blocks FROM tables WHERE ctx = ? AND key = ?",
                                 (self.ctx, text)).fetchone()
         if row is not None:
-            if tuple(json.loads(row[1])) != tuple(blocks):
+            if self._blocks(row[1], key) != tuple(blocks):
                 raise DatabaseError(f"{self.path} pages {key[0]} with another geometry")
             return int(row[0])
         cur = self.conn.execute("INSERT INTO tables(ctx, key, ndim, nvalues, blocks) VALUES "
@@ -578,6 +588,12 @@ class Store:
                                                     _nvalues(), json.dumps(list(blocks))))
         assert cur.lastrowid is not None
         return cur.lastrowid
+
+
+def _reason(e: BaseException) -> str:
+    """An exception's message, safe to print (one line, bounded)."""
+    text = str(e).replace("\n", " ")
+    return text[:200]
 
 
 def _nvalues() -> int:
@@ -698,12 +714,16 @@ class _Walker(Store):
         return out
 
     def pages_of(self, tid: int, ndim: int):
-        """(page, blob) of every page of table ``tid``, one at a time."""
+        """(page, blob) of every page of table ``tid``, one at a time (DatabaseError for a
+        malformed page key or version)."""
+        for (v,) in self._q("SELECT version FROM pages WHERE tbl = ?", (tid,)):
+            self._version(v)
         cur = self.conn.execute("SELECT page FROM pages WHERE tbl = ? ORDER BY page", (tid,))
         try:
             keys = [row[0] for row in cur.fetchall()]
-        except sqlite3.DatabaseError as e:
-            raise DatabaseError(f"{self.path} is corrupt or unreadable ({e})") from None
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
+            raise DatabaseError(f"{self.path} is corrupt or unreadable ({_reason(e)})") \
+                from None
         for pb in keys:
             rows = self._q("SELECT data FROM pages WHERE tbl = ? AND page = ?", (tid, pb))
             if rows:
@@ -754,7 +774,7 @@ def stats(path) -> dict:
         last = w.meta("last_search")
         try:
             last_search = json.loads(last) if last else None
-        except ValueError:
+        except (ValueError, RecursionError):
             last_search = None
         size = sum(os.path.getsize(p) for p in (path, Path(f"{path}-wal"))
                    if os.path.exists(p))
@@ -799,7 +819,7 @@ def check(path) -> dict:
                     t = json.loads(trace)
                     ok = (isinstance(t, list) and all(isinstance(a, int) for a in t)
                           and isinstance(cost, int) and isinstance(spec, str))
-                except (TypeError, ValueError):
+                except (TypeError, ValueError, RecursionError):
                     ok = False
                 if not ok:
                     bad.append(f"root {str(spec)[:60]!r}: malformed")

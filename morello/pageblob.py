@@ -34,6 +34,7 @@ _HEAD = struct.Struct("<4sBBBBII")
 _CRC = struct.Struct("<I")
 _WIDTHS: dict[int, np.dtype] = {w: np.dtype(f"<i{w}") for w in (1, 2, 4, 8)}
 MAX_BOXES = 1 << 24        # boxes in one page
+MAX_CELLS = 1 << 25        # integers in one page (256 MiB decoded)
 MAX_PAYLOAD = 1 << 30      # uncompressed bytes of one page
 _COMPRESSED = 1
 
@@ -59,7 +60,8 @@ def encode(lo: np.ndarray, hi: np.ndarray, values: np.ndarray, compress: bool = 
     nvalues = values.shape[1]
     if hi.shape != lo.shape or values.shape[0] != n:
         raise ValueError("lo, hi and values disagree in shape")
-    if not (1 <= ndim <= 255 and 1 <= nvalues <= 255 and n <= MAX_BOXES):
+    if not (1 <= ndim <= 255 and 1 <= nvalues <= 255 and n <= MAX_BOXES
+            and n * (2 * ndim + nvalues) <= MAX_CELLS):
         raise ValueError(f"cannot encode {n} boxes of {ndim} coordinates, {nvalues} values")
     columns = np.concatenate([lo, hi - lo, values], axis=1).T
     widths = _widths(columns) if n else bytes([1] * len(columns))
@@ -92,8 +94,9 @@ def decode(blob: bytes, ndim: int, nvalues: int) -> tuple[np.ndarray, np.ndarray
                          f"and {nvalues}")
     if flags & ~_COMPRESSED or reserved:
         raise ValueError(f"page has unknown flags {flags:#x}/{reserved:#x}")
-    if n > MAX_BOXES:
-        raise ValueError(f"page claims {n} boxes (at most {MAX_BOXES})")
+    if n > MAX_BOXES or n * ncols > MAX_CELLS:
+        raise ValueError(f"page claims {n} boxes of {ncols} integers (at most {MAX_BOXES} "
+                         f"boxes, {MAX_CELLS} integers)")
     widths = blob[_HEAD.size:_HEAD.size + ncols]
     if any(w not in _WIDTHS for w in widths):
         raise ValueError("page has a column of unknown width")
