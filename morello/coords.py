@@ -268,11 +268,14 @@ def page_blocks(key: tuple) -> tuple[int, ...]:
 
 
 def merge_dims(key: tuple) -> tuple[int, ...]:
-    """The coordinates along which equal neighbours of table ``key`` are merged: all but
-    those that are constant within a page (member, levels, serial) and layout codes
-    (whose neighbours are unrelated layouts: merging along them saves nothing)."""
-    return tuple(d for d, s in enumerate(segments(key))
-                 if s in ("shape", "deficit", "vector", "limit"))
+    """The coordinates along which equal neighbours of table ``key`` are merged: the
+    operands' contiguity deficits and vector sizes. Measured (benchmarks/db_scaling.py):
+    merges along these give all the compression (a 128^3 search: 389k boxes to 232k);
+    along shapes and memory limits they found nothing to merge (a result's limits are
+    already a range, and costs per element rarely agree across shapes) and made saves
+    half again slower; the other coordinates are constant in a page or, like layout
+    codes, have no order that neighbours share."""
+    return tuple(d for d, s in enumerate(segments(key)) if s in ("deficit", "vector"))
 
 
 def _vector_index(t: TensorSpec, target: Target) -> int:
