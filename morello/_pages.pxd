@@ -2,9 +2,8 @@
 
 A PageCache splits each persistent table's coordinate space into *pages* (blocks of
 coordinates) and keeps each page as its own MemoTable: pages the store holds are loaded
-on first touch through a Python loader, clean pages are evicted least-recently-used when
-the loaded bytes exceed a budget, and every put is kept in a per-page delta log so that a
-save can merge it into a page another process rewrote meanwhile.
+on first touch through a Python loader, and clean pages are evicted least-recently-used
+when the loaded bytes exceed a budget; dirty pages stay until the store saves them.
 
 C-level contract (cimported by morello._dp, keep stable): ``find(table, point, create)``
 returns the page MemoTable that holds ``point`` (loading it), or None when the store has
@@ -77,8 +76,6 @@ cdef class PageCache:
     cdef vec_t s_bytes                       # bytes counted in loaded_bytes
     cdef vec_t s_prev                        # LRU list of loaded clean pages: older
     cdef vec_t s_next                        # and newer neighbour, -1 = none
-    cdef vec_t* s_delta                      # per slot: put rows (lo, hi, val) not saved
-    cdef int64_t s_delta_cap                 # allocated entries of s_delta
     cdef int64_t lru_old                     # least recently used clean page, -1
     cdef int64_t lru_new                     # most recently used clean page, -1
     cdef object loader                       # Python: (table, page tuple) -> arrays

@@ -14,8 +14,9 @@ States of a page (a *slot*):
   Python ``loader(table, page)``, which returns it as a MemoTable it validated;
 * loaded and clean: in the LRU list, dropped when the loaded bytes exceed ``capacity``
   (the budget counts clean pages only: dirty pages are pinned until saved);
-* dirty: changed by ``put`` since it was loaded; its puts are also logged (the *delta*) so
-  that a save can replay them into a newer version another process wrote (``saved``).
+* dirty: changed by ``put`` since it was loaded, pinned until ``saved``. A save that
+  finds a newer version written by another process puts this page's boxes into it:
+  every stored value is optimal at its points, so the union, ours over theirs, is too.
 
 Finds of pages the store does not have are answered by one hash probe, and finds in a
 table without pages by none: a search into an empty database pays almost nothing here.
@@ -81,10 +82,6 @@ cdef class PageCache:
         _vec_free(&self.s_bytes)
         _vec_free(&self.s_prev)
         _vec_free(&self.s_next)
-        if self.s_delta != NULL:
-            for i in range(self.s_delta_cap):
-                free(self.s_delta[i].data)
-        free(self.s_delta)
 
     # ---- geometry -------------------------------------------------------------------
 
@@ -164,12 +161,6 @@ cdef class PageCache:
         _push(&self.s_bytes, 0)
         _push(&self.s_prev, -1)
         _push(&self.s_next, -1)
-        if s >= self.s_delta_cap:
-            cap = 2 * self.s_delta_cap if self.s_delta_cap else 64
-            _grow(<void**>&self.s_delta, cap * sizeof(vec_t))
-            memset(&self.s_delta[self.s_delta_cap], 0,
-                   (cap - self.s_delta_cap) * sizeof(vec_t))
-            self.s_delta_cap = cap
         _map_put(&self.index, key, s)
         self.g_pages.data[key[0]] += 1
         return s
@@ -308,12 +299,6 @@ cdef class PageCache:
         self._page_key(table, lo, key)
         s = _map_get(&self.index, key)
         t._put(lo, hi, val)
-        for d in range(n):
-            _push(&self.s_delta[s], lo[d])
-        for d in range(n):
-            _push(&self.s_delta[s], hi[d])
-        for d in range(self.nvalues):
-            _push(&self.s_delta[s], val[d])
         if not self.s_dirty.data[s]:
             self.s_dirty.data[s] = 1
             _push(&self.fresh_dirty, s)
@@ -357,8 +342,8 @@ cdef class PageCache:
 
     def register(self, int64_t table, page, int64_t version):
         """The store holds ``page`` of ``table`` at ``version`` (>= 1). A loaded clean copy
-        of an older version is dropped (reloaded when next touched); a dirty one is kept:
-        its delta is merged into the newer version when it is saved."""
+        of an older version is dropped (reloaded when next touched); a dirty one is kept,
+        and merged into the newer version when it is saved."""
         cdef int64_t key[KEY_WIDTH]
         cdef int64_t s, d, n
         geo = self.geometry(table)
@@ -451,15 +436,6 @@ cdef class PageCache:
             t = self._load(s) if self.s_stored.data[s] else self.new_table(table)
         return t.to_arrays()
 
-    def delta(self, int64_t s):
-        """The puts into slot ``s`` since it was last saved: (lo, hi, values) arrays."""
-        table, _, _, _ = self.slot(s)
-        n = self.g_ndim.data[table]
-        w = 2 * n + self.nvalues
-        cdef vec_t* v = &self.s_delta[s]
-        rows = np.array([v.data[i] for i in range(v.n)], dtype=np.int64).reshape(-1, w)
-        return rows[:, :n], rows[:, n:2 * n], rows[:, 2 * n:]
-
     def saved(self, int64_t s, int64_t version, MemoTable merged=None):
         """The store now holds slot ``s`` at ``version``; ``merged``: the page as written
         when it was merged with a newer version (replaces the loaded one)."""
@@ -470,7 +446,6 @@ cdef class PageCache:
         self.s_version.data[s] = version
         self.s_stored.data[s] = 1
         self.s_dirty.data[s] = 0
-        self.s_delta[s].n = 0
         t = self.s_table[s]
         self.loaded_bytes -= self.s_bytes.data[s]
         self.s_bytes.data[s] = 0 if t is None else t.nbytes()

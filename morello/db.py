@@ -543,8 +543,8 @@ class Store:
         return written
 
     def _write_page(self, cache, table_keys, s: int, seq: int, ids: dict) -> None:
-        """Write slot ``s`` of ``cache`` at version ``seq``, merging its new boxes into
-        the stored page if another process rewrote it since we read it."""
+        """Write slot ``s`` of ``cache`` at version ``seq``, merging its boxes into the
+        stored page if another process rewrote it since we read it."""
         from morello._memo import MemoTable
 
         table, page, version, _ = cache.slot(s)
@@ -564,7 +564,8 @@ class Store:
             except ValueError as e:
                 raise DatabaseError(f"{self.path} is corrupt ({e})") from None
             merged.merge_dims = cache.new_table(table).merge_dims
-            for a, b, v in zip(*cache.delta(s)):
+            # Every stored value is optimal at its points: ours over theirs is too.
+            for a, b, v in zip(*cache.arrays(s)):
                 merged.put(a, b, v)
             arrays = merged.to_arrays()
         else:
