@@ -689,7 +689,7 @@ class _Walker(Store):
     """A Store opened for the tools: it reads every context, its own none."""
 
     def __init__(self, path, *, readonly: bool = True) -> None:
-        if not _check_path(Path(path)):
+        if readonly and not _check_path(Path(path)):
             raise DatabaseError(f"database {path} does not exist")
         super().__init__(path, None, readonly=readonly)
 
@@ -845,8 +845,7 @@ def merge(inputs: list, output) -> dict:
     for p in inputs:
         if Path(p).absolute() == output.absolute():
             raise DatabaseError(f"cannot merge {p} into itself")
-    out = _Walker.__new__(_Walker)
-    Store.__init__(out, output, None)
+    out = _Walker(output, readonly=False)
     totals = {"pages_copied": 0, "pages_merged": 0, "roots": 0}
     try:
         for p in inputs:

@@ -108,3 +108,43 @@ def test_replaying_a_stale_action_index_raises_a_clear_error():
         replay(spec, AVX2, [99999] + trace[1:])
     with pytest.raises(MorelloError, match="stale action index"):
         replay(spec, AVX2, [0] * len(trace))
+
+
+def test_merged_databases_answer_what_each_answered(tmp_path):
+    from morello import db as dbmod
+
+    a, b, out = tmp_path / "a.sqlite", tmp_path / "b.sqlite", tmp_path / "out.sqlite"
+    specs = [morello.matmul(8, 8, 8), morello.matmul(8, 16, 8)]
+    costs = [morello.synthesize(specs[0], db=a).cost,
+             morello.synthesize(specs[1], db=b).cost]
+    two = morello.synthesize(specs[0], db=b, threads=2)  # another context in b
+    fresh_session()
+    result = dbmod.merge([a, b], out)
+    assert result["pages_merged"] > 0 and result["roots"] == 3  # shared sub-Specs' pages
+    assert dbmod.check(out)["ok"]
+    for spec, cost in zip(specs, costs):
+        again = morello.synthesize(spec, db=out)
+        assert again.stats.specs_solved == 0 and again.cost == cost
+    assert morello.synthesize(specs[0], db=out, threads=2).cost == two.cost
+    # Without their roots, the merged pages alone answer every sub-Spec.
+    import sqlite3
+
+    fresh_session()
+    with sqlite3.connect(out) as c:
+        c.execute("DELETE FROM roots")
+    c.close()
+    again = morello.synthesize(specs[1], db=out)
+    assert again.stats.specs_solved == 0 and again.cost == costs[1]
+
+
+def test_db_stats_reports_how_the_last_search_used_the_database(tmp_path):
+    from morello import db as dbmod
+
+    db = tmp_path / "t.sqlite"
+    morello.synthesize(morello.matmul(16, 16, 16), db=db)
+    fresh_session()
+    morello.synthesize(morello.matmul(16, 16, 32), db=db)
+    fresh_session()
+    last = dbmod.stats(db)["last_search"]
+    assert last["answered_by_database"] > 0 and last["page_loads"] > 0
+    assert 0 < last["database_hit_rate"] < 1
