@@ -77,8 +77,10 @@ def test_results_of_another_action_table_are_kept_apart_in_one_file(tmp_path,
         contexts = dbmod.stats(db)["contexts"]
         assert len(contexts) == 2 and len({c["actions"] for c in contexts}) == 2
     finally:
+        monkeypatch.undo()
         actions_fingerprint.cache_clear()
         fresh_session()
+    # Back under the first action table, its own context answers.
     assert morello.synthesize(morello.matmul(4, 4, 4), db=db).stats.specs_solved == 0
 
 
