@@ -249,7 +249,8 @@ class Store:
                 "SELECT type, name, sql FROM sqlite_master")}
             if not objects:
                 if not self.writable:
-                    raise DatabaseError(f"{self.path} is empty and read-only")
+                    raise DatabaseError(f"{self.path} holds no database yet (an empty "
+                                        "file), and is opened read-only")
                 self._create()
                 return
             expected = {(t, n): sql for t, n, sql in _SCHEMA}

@@ -320,7 +320,7 @@ def test_zero_length_file_is_made_a_new_database(tmp_path, reference, capsys):
 
 def test_zero_length_file_read_only_is_refused(tmp_path, capsys):
     path = write(tmp_path, b"")
-    with pytest.raises(DatabaseError, match="empty and read-only"):
+    with pytest.raises(DatabaseError, match="holds no database yet"):
         dbmod.Store(path, target(), readonly=True)
     # The tools open read-only: an empty file is refused by them, not created.
     cli_refused(capsys, ["db", "stats", "--db", path])

@@ -1,0 +1,474 @@
+"""Robustness of the results database: concurrent writers and kill -9, at full size.
+
+    python benchmarks/db_robustness.py [--procs 3] [--rounds 10] [--kills 50]
+                                       [--db-dir DIR] [--seed 0] [--keep]
+
+Two phases, each into a fresh SQLite file under ``--db-dir`` (default: a temporary
+directory, removed afterwards unless ``--keep``):
+
+1. Concurrent writers. ``--procs`` processes start together and search ``--rounds``
+   distinct small matmul shapes each (sizes 4..20) into one file. Even-numbered processes
+   are long-lived (one Python process, one session, all its shapes); odd-numbered ones
+   run one ``morello synth ... -q`` command per shape. Processes 0 and 1 take neighbouring
+   shapes, so they write the same pages and their saves merge. Afterwards, a result is
+   *lost* if its root is missing from the file, or a fresh session does not answer it
+   from the file (a search ran: ``specs_solved > 0``), or answers it at another cost
+   than a search without a database (``db=False``), or fails.
+
+2. kill -9. ``--kills`` times, a ``morello synth`` of a moderately sized matmul (sizes
+   24..56) into one file is killed with SIGKILL: at a random time in [0, its typical
+   runtime] (even kills), or after it announced its save (``saving results to ...``, odd
+   kills) at a random time in the first 70% of the time a save takes (measured on
+   searches left to finish). Just before each kill, the roots the file
+   holds are read with a read-only SQLite connection. After it, the file is *corrupt* if
+   a read-only connection cannot read it, ``morello db check`` fails, or a fresh session
+   cannot open it; a result is *lost* if a root read before the kill is gone, or (for
+   roots not checked before, and at the end for all) is not answered from the file at
+   the ``db=False`` cost. Files left beside the database other than its ``-wal`` and
+   ``-shm`` are counted as *stray*. Before every fourth kill one search runs to the end
+   (so the file holds more roots to lose).
+
+Prints a table and one JSON line; exits 1 if anything was lost, corrupt or stray.
+Results use the built-in cost constants (``MORELLO_CALIBRATION=builtin``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+os.environ["MORELLO_CALIBRATION"] = "builtin"  # before morello reads it; children inherit
+
+import morello  # noqa: E402
+from morello import api  # noqa: E402
+
+TIMEOUT = 600  # seconds any subprocess may take before it is called hung
+KILL_SIZES = (24, 32, 40, 48, 56)
+
+LOOP_SCRIPT = r"""
+import json, os, sys, time
+import morello
+db, gate, shapes = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+deadline = time.time() + 120
+while not os.path.exists(gate) and time.time() < deadline:
+    time.sleep(0.002)
+for s in shapes:
+    p = morello.synthesize(morello.matmul(*s), db=db)
+    print(json.dumps({"shape": s, "cost": p.cost, "solved": p.stats.specs_solved}),
+          flush=True)
+"""
+
+
+def morello_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "morello", *args]
+
+
+def spec_text(shape) -> str:
+    return str(morello.matmul(*shape).canonical())
+
+
+def roots_in(path: Path) -> set[str]:
+    """Roots committed to ``path``, read by a read-only connection (raises on failure)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return set()
+    conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=60)
+    try:
+        if not conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'roots'"
+                            ).fetchone()[0]:
+            return set()
+        return {row[0] for row in conn.execute("SELECT spec FROM roots")}
+    finally:
+        conn.close()
+
+
+def db_check(path: Path) -> tuple[bool, str]:
+    r = subprocess.run(morello_cmd("db", "check", "--db", str(path)),
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    return r.returncode == 0, (r.stdout + r.stderr).strip()
+
+
+def stray_files(path: Path) -> list[str]:
+    allowed = {path.name, f"{path.name}-wal", f"{path.name}-shm"}
+    return sorted(p.name for p in path.parent.iterdir() if p.name not in allowed)
+
+
+_COLD: dict[tuple, int] = {}
+
+
+def cold_cost(shape) -> int:
+    if shape not in _COLD:
+        _COLD[shape] = morello.synthesize(morello.matmul(*shape), db=False).cost
+    return _COLD[shape]
+
+
+def answered(path: Path, shape) -> str | None:
+    """None if a fresh session answers ``shape`` from the file at the cold cost; else
+    what went wrong."""
+    api.close_sessions()
+    try:
+        prog = morello.synthesize(morello.matmul(*shape), db=path)
+    except Exception as e:  # noqa: BLE001 - reported
+        return f"{type(e).__name__}: {e}"
+    finally:
+        api.close_sessions()
+    if prog.stats.specs_solved:
+        return f"searched again ({prog.stats.specs_solved} solved)"
+    if prog.cost != cold_cost(shape):
+        return f"cost {prog.cost}, db=False finds {cold_cost(shape)}"
+    return None
+
+
+# ---- phase 1 ---------------------------------------------------------------------------
+
+def writers_plan(nprocs: int, rounds: int, rng: random.Random) -> list[list[tuple]]:
+    top = 20
+    seen: set[tuple] = set()
+    plan: list[list[tuple]] = [[] for _ in range(nprocs)]
+    for _ in range(rounds):
+        base = tuple(rng.randint(8, top) for _ in range(3))
+        for p in range(nprocs):
+            while True:
+                if p < 2:
+                    s = tuple(max(4, b - rng.randint(0, 3)) for b in base)
+                else:
+                    s = tuple(rng.randint(4, top) for _ in range(3))
+                if s not in seen:
+                    break
+            seen.add(s)
+            plan[p].append(s)
+    return plan
+
+
+def phase_writers(path: Path, nprocs: int, rounds: int, rng: random.Random) -> dict:
+    plan = writers_plan(nprocs, rounds, rng)
+    gate = path.parent / "go"
+    found: dict[tuple, int] = {}
+    errors: list[str] = []
+    lock = threading.Lock()
+
+    def cli_sequence(shapes):
+        while not gate.exists():
+            time.sleep(0.002)
+        for s in shapes:
+            r = subprocess.run(morello_cmd("synth", "matmul", *map(str, s), "-q", "--db",
+                                           str(path)),
+                               capture_output=True, text=True, timeout=TIMEOUT)
+            with lock:
+                if r.returncode != 0:
+                    errors.append(f"morello synth {s}: exit {r.returncode}: "
+                                  f"{r.stderr.strip()[-2000:]}")
+                else:
+                    found[s] = int(r.stdout.split("cost=")[1].split()[0])
+
+    t0 = time.monotonic()
+    procs, threads = [], []
+    for p, shapes in enumerate(plan):
+        if p % 2:
+            t = threading.Thread(target=cli_sequence, args=(shapes,))
+            t.start()
+            threads.append(t)
+        else:
+            procs.append(subprocess.Popen(
+                [sys.executable, "-c", LOOP_SCRIPT, str(path), str(gate),
+                 json.dumps([list(s) for s in shapes])],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    time.sleep(0.5)
+    gate.touch()
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            errors.append("a long-lived worker hung")
+        if proc.returncode != 0:
+            errors.append(f"long-lived worker: exit {proc.returncode}: {err.strip()[-2000:]}")
+        for line in out.splitlines():
+            rec = json.loads(line)
+            found[tuple(rec["shape"])] = rec["cost"]
+    for t in threads:
+        t.join(TIMEOUT)
+    gate.unlink(missing_ok=True)
+    seconds = time.monotonic() - t0
+
+    shapes = [s for ss in plan for s in ss]
+    lost: list[str] = []
+    try:
+        held = roots_in(path)
+    except sqlite3.Error as e:
+        held = set()
+        errors.append(f"read-only open failed: {e}")
+    for s in shapes:
+        if spec_text(s) not in held:
+            lost.append(f"{s}: root missing")
+            continue
+        if s in found and found[s] != cold_cost(s):
+            lost.append(f"{s}: its process found cost {found[s]}, db=False {cold_cost(s)}")
+        why = answered(path, s)
+        if why:
+            lost.append(f"{s}: {why}")
+    ok, msg = db_check(path)
+    stray = stray_files(path)
+    return {"results": len(shapes), "lost": len(lost), "corrupt": int(not ok),
+            "errors": len(errors), "stray_files": len(stray), "seconds": round(seconds, 1),
+            "details": lost + errors + ([] if ok else [f"db check: {msg}"])
+            + [f"stray file {n}" for n in stray]}
+
+
+# ---- phase 2 ---------------------------------------------------------------------------
+
+class Watched:
+    """A ``morello synth`` with progress on stderr, and when it announced its save."""
+
+    def __init__(self, path: Path, shape) -> None:
+        self.t0 = time.monotonic()
+        self.proc = subprocess.Popen(
+            morello_cmd("synth", "matmul", *map(str, shape), "--db", str(path)),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.saving = threading.Event()
+        self.saving_at: float | None = None
+        self.err = b""
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def wait_for_save(self, timeout: float) -> None:
+        """Until the save is announced or the process ends (a search that solved
+        nothing, every answer found in the file, announces no save)."""
+        end = time.monotonic() + timeout
+        while (not self.saving.wait(0.005) and self.proc.poll() is None
+               and time.monotonic() < end):
+            pass
+
+    def _read(self) -> None:
+        while True:
+            chunk = self.proc.stderr.read1(4096)
+            if not chunk:
+                return
+            self.err += chunk
+            if self.saving_at is None and b"saving results to" in self.err:
+                self.saving_at = time.monotonic() - self.t0
+                self.saving.set()
+
+    def finish(self) -> int:
+        try:
+            rc = self.proc.wait(TIMEOUT)
+            self.ended = time.monotonic()
+            return rc
+        finally:
+            self.reader.join(10)
+            self.proc.stderr.close()
+
+
+def phase_kills(path: Path, kills: int, rng: random.Random, log) -> dict:
+    r = subprocess.run(morello_cmd("synth", "matmul", "16", "16", "16", "-q", "--db",
+                                   str(path)), capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    if r.returncode != 0:
+        raise SystemExit(f"the first search failed: {r.stderr}")
+    by_text = {spec_text(s): s for s in [(16, 16, 16)] + [
+        (m, k, n) for m in KILL_SIZES for k in KILL_SIZES for n in KILL_SIZES]}
+    shapes = [s for t, s in by_text.items() if s != (16, 16, 16)]
+    rng.shuffle(shapes)
+    typical = 3.0  # seconds to the end of a search here (from announced saves)
+    save_time = 0.8  # seconds from the announced save to the exit (from completed runs)
+    phases = {"searching": 0, "saving": 0, "finished": 0, "saving_committed": 0}
+    corrupt = lost = stray = errors = completed = 0
+    details: list[str] = []
+    checked: set[str] = set()
+    t_start = time.monotonic()
+    for i in range(kills):
+        try:
+            held = roots_in(path)
+        except sqlite3.Error:
+            held = set()
+        todo = [s for s in shapes if spec_text(s) not in held]
+        if not todo:
+            details.append("ran out of shapes")
+            break
+        if i % 4 == 3 and len(todo) > 1:  # a search left to finish: more roots at stake
+            shape = todo.pop(0)
+            shapes.remove(shape)
+            done = Watched(path, shape)
+            rc = done.finish()
+            completed += 1
+            if rc != 0:
+                details.append(f"completed run {shape}: exit {rc}: "
+                               f"{done.err.decode(errors='replace')[-2000:]}")
+                errors += 1
+            elif done.saving_at is not None:
+                save_time = 0.5 * save_time + 0.5 * (done.ended - done.t0 - done.saving_at)
+        shape = todo[0]
+        shapes.remove(shape)
+        w = Watched(path, shape)
+        if i % 2 == 0:
+            delay = rng.uniform(0, typical)
+            deadline = w.t0 + delay
+            while time.monotonic() < deadline and w.proc.poll() is None:
+                time.sleep(0.005)
+        else:
+            w.wait_for_save(TIMEOUT)
+            delay = rng.uniform(0, 0.7 * save_time)
+            time.sleep(delay)
+        try:
+            before = roots_in(path)
+        except sqlite3.Error as e:
+            before = set()
+            details.append(f"kill {i}: read-only read before the kill failed: {e}")
+        saving = w.saving.is_set()
+        when = round(time.monotonic() - w.t0, 2)  # of the kill (or of the exit, below)
+        if w.proc.poll() is None:
+            w.proc.send_signal(signal.SIGKILL)
+        rc = w.finish()
+        if rc == 0:
+            when = round(w.ended - w.t0, 2)
+        if rc == 0:
+            phase = "finished"
+        elif rc == -signal.SIGKILL:
+            phase = "saving" if saving else "searching"
+        else:
+            phase = "searching"
+            errors += 1
+            details.append(f"kill {i}: {shape} exited {rc} before the kill: "
+                           f"{w.err.decode(errors='replace')[-2000:]}")
+        phases[phase] += 1
+        if w.saving_at is not None:
+            typical = 0.7 * typical + 0.3 * (w.saving_at + save_time)
+
+        bad = []
+        try:
+            after = roots_in(path)
+        except sqlite3.Error as e:
+            after = set()
+            bad.append(f"read-only open: {e}")
+        if phase == "saving" and spec_text(shape) in after:
+            phases["saving_committed"] += 1  # killed after its commit
+            phase = "saved"
+        ok, msg = db_check(path)
+        if not ok:
+            bad.append(f"db check: {msg}")
+        if bad:
+            corrupt += 1
+            details.append(f"kill {i} ({shape}, {phase}): corrupt: {'; '.join(bad)}")
+        gone = before - after
+        for text in sorted(gone):
+            details.append(f"kill {i} ({shape}, {phase}): root lost: {text}")
+        n_lost = len(gone)
+        for text in sorted((before & after) - checked):
+            why = answered(path, by_text[text])
+            checked.add(text)
+            if why:
+                n_lost += 1
+                details.append(f"kill {i}: {by_text[text]}: {why}")
+        lost += n_lost
+        s = stray_files(path)
+        if s:
+            stray += 1
+            details.append(f"kill {i}: stray files {s}")
+        log(f"kill {i + 1:3}/{kills}  {'x'.join(map(str, shape)):9}  at {when:5.2f} s  "
+            f"{phase:9}  roots {len(after):3}  {'OK' if not (bad or n_lost or s) else 'BAD'}")
+    # At the end, every root the file holds answers at the cold cost.
+    final_lost = 0
+    try:
+        final = roots_in(path)
+    except sqlite3.Error as e:
+        final = set()
+        corrupt += 1
+        details.append(f"final read failed: {e}")
+    for text in sorted(final):
+        if text in by_text:
+            why = answered(path, by_text[text])
+            if why:
+                final_lost += 1
+                details.append(f"final: {by_text[text]}: {why}")
+    lost += final_lost
+    return {"kills": kills, **{f"killed_{k}": v for k, v in phases.items()},
+            "completed_runs": completed, "errors": errors,
+            "roots_at_end": len(final), "corrupt": corrupt, "lost": lost,
+            "stray_files": stray, "seconds": round(time.monotonic() - t_start, 1),
+            "details": details}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n", 2)[2],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--procs", type=int, default=3, metavar="P",
+                    help="concurrent writer processes (default 3)")
+    ap.add_argument("--rounds", type=int, default=10, metavar="R",
+                    help="distinct shapes each writer searches (default 10)")
+    ap.add_argument("--kills", type=int, default=50, metavar="N",
+                    help="searches killed with SIGKILL (default 50; 0 skips the phase)")
+    ap.add_argument("--db-dir", metavar="DIR", default=None,
+                    help="where to make the databases (default: a temporary directory); "
+                         "use a local file system")
+    ap.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the databases (their paths are printed)")
+    args = ap.parse_args(argv)
+    if args.procs < 1 or args.rounds < 1 or args.kills < 0:
+        ap.error("--procs and --rounds must be >= 1, --kills >= 0")
+
+    base = Path(args.db_dir) if args.db_dir else Path(tempfile.mkdtemp(prefix="morello-rb-"))
+    base.mkdir(parents=True, exist_ok=True)
+    run = Path(tempfile.mkdtemp(prefix="run-", dir=base))
+    (run / "writers").mkdir()
+    (run / "kills").mkdir()
+    rng = random.Random(args.seed)
+
+    def log(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    log(f"phase 1: {args.procs} processes x {args.rounds} rounds into "
+        f"{run / 'writers' / 'shared.sqlite'}")
+    w = phase_writers(run / "writers" / "shared.sqlite", args.procs, args.rounds, rng)
+    k = None
+    if args.kills:
+        log(f"phase 2: {args.kills} kill -9s into {run / 'kills' / 'killed.sqlite'}")
+        k = phase_kills(run / "kills" / "killed.sqlite", args.kills, rng, log)
+
+    print()
+    print(f"{'phase':28} {'results':>8} {'lost':>6} {'corrupt':>8} {'stray':>6} "
+          f"{'seconds':>8}")
+    print(f"{'concurrent writers':28} {w['results']:8} {w['lost']:6} {w['corrupt']:8} "
+          f"{w['stray_files']:6} {w['seconds']:8}")
+    if k is not None:
+        print(f"{'kill -9':28} {k['roots_at_end']:8} {k['lost']:6} {k['corrupt']:8} "
+              f"{k['stray_files']:6} {k['seconds']:8}")
+        print(f"  kills: {k['kills']}: {k['killed_searching']} while searching, "
+              f"{k['killed_saving']} after announcing the save (of which "
+              f"{k['killed_saving'] - k['killed_saving_committed']} before its commit, "
+              f"{k['killed_saving_committed']} after), {k['killed_finished']} had "
+              f"already exited; {k['completed_runs']} searches run to the end between "
+              "kills")
+    for d in w["details"] + (k["details"] if k else []):
+        print(f"  ! {d}")
+    summary = {
+        "procs": args.procs, "rounds": args.rounds,
+        "writers": {x: v for x, v in w.items() if x != "details"},
+        "kills": None if k is None else {x: v for x, v in k.items() if x != "details"},
+    }
+    bad = (w["lost"] + w["corrupt"] + w["errors"] + w["stray_files"]
+           + (k["lost"] + k["corrupt"] + k["stray_files"] + k["errors"] if k else 0))
+    summary["ok"] = bad == 0
+    print(json.dumps(summary))
+    if args.keep:
+        print(f"databases kept in {run}", file=sys.stderr)
+    elif args.db_dir:
+        shutil.rmtree(run, ignore_errors=True)
+    else:
+        shutil.rmtree(base, ignore_errors=True)
+    return 0 if bad == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
