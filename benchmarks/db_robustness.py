@@ -43,7 +43,6 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -52,54 +51,23 @@ os.environ["MORELLO_CALIBRATION"] = "builtin"  # before morello reads it; childr
 import morello  # noqa: E402
 from morello import api  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from dbprocs import (  # noqa: E402
+    Watched,
+    morello_cmd,
+    roots_in,
+    run_concurrent_writers,
+    spec_text,
+    stray_files,
+)
+
 TIMEOUT = 600  # seconds any subprocess may take before it is called hung
 KILL_SIZES = (24, 32, 40, 48, 56)
-
-LOOP_SCRIPT = r"""
-import json, os, sys, time
-import morello
-db, gate, shapes = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-deadline = time.time() + 120
-while not os.path.exists(gate) and time.time() < deadline:
-    time.sleep(0.002)
-for s in shapes:
-    p = morello.synthesize(morello.matmul(*s), db=db)
-    print(json.dumps({"shape": s, "cost": p.cost, "solved": p.stats.specs_solved}),
-          flush=True)
-"""
-
-
-def morello_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "morello", *args]
-
-
-def spec_text(shape) -> str:
-    return str(morello.matmul(*shape).canonical())
-
-
-def roots_in(path: Path) -> set[str]:
-    """Roots committed to ``path``, read by a read-only connection (raises on failure)."""
-    if not path.exists() or path.stat().st_size == 0:
-        return set()
-    conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=60)
-    try:
-        if not conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'roots'"
-                            ).fetchone()[0]:
-            return set()
-        return {row[0] for row in conn.execute("SELECT spec FROM roots")}
-    finally:
-        conn.close()
-
 
 def db_check(path: Path) -> tuple[bool, str]:
     r = subprocess.run(morello_cmd("db", "check", "--db", str(path)),
                        capture_output=True, text=True, timeout=TIMEOUT)
     return r.returncode == 0, (r.stdout + r.stderr).strip()
-
-
-def stray_files(path: Path) -> list[str]:
-    allowed = {path.name, f"{path.name}-wal", f"{path.name}-shm"}
-    return sorted(p.name for p in path.parent.iterdir() if p.name not in allowed)
 
 
 _COLD: dict[tuple, int] = {}
@@ -151,54 +119,9 @@ def writers_plan(nprocs: int, rounds: int, rng: random.Random) -> list[list[tupl
 
 def phase_writers(path: Path, nprocs: int, rounds: int, rng: random.Random) -> dict:
     plan = writers_plan(nprocs, rounds, rng)
-    gate = path.parent / "go"
-    found: dict[tuple, int] = {}
-    errors: list[str] = []
-    lock = threading.Lock()
-
-    def cli_sequence(shapes):
-        while not gate.exists():
-            time.sleep(0.002)
-        for s in shapes:
-            r = subprocess.run(morello_cmd("synth", "matmul", *map(str, s), "-q", "--db",
-                                           str(path)),
-                               capture_output=True, text=True, timeout=TIMEOUT)
-            with lock:
-                if r.returncode != 0:
-                    errors.append(f"morello synth {s}: exit {r.returncode}: "
-                                  f"{r.stderr.strip()[-2000:]}")
-                else:
-                    found[s] = int(r.stdout.split("cost=")[1].split()[0])
-
     t0 = time.monotonic()
-    procs, threads = [], []
-    for p, shapes in enumerate(plan):
-        if p % 2:
-            t = threading.Thread(target=cli_sequence, args=(shapes,))
-            t.start()
-            threads.append(t)
-        else:
-            procs.append(subprocess.Popen(
-                [sys.executable, "-c", LOOP_SCRIPT, str(path), str(gate),
-                 json.dumps([list(s) for s in shapes])],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    time.sleep(0.5)
-    gate.touch()
-    for proc in procs:
-        try:
-            out, err = proc.communicate(timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-            errors.append("a long-lived worker hung")
-        if proc.returncode != 0:
-            errors.append(f"long-lived worker: exit {proc.returncode}: {err.strip()[-2000:]}")
-        for line in out.splitlines():
-            rec = json.loads(line)
-            found[tuple(rec["shape"])] = rec["cost"]
-    for t in threads:
-        t.join(TIMEOUT)
-    gate.unlink(missing_ok=True)
+    found, errors = run_concurrent_writers(path, plan, {p for p in range(nprocs) if p % 2},
+                                           TIMEOUT)
     seconds = time.monotonic() - t0
 
     shapes = [s for ss in plan for s in ss]
@@ -226,48 +149,6 @@ def phase_writers(path: Path, nprocs: int, rounds: int, rng: random.Random) -> d
 
 
 # ---- phase 2 ---------------------------------------------------------------------------
-
-class Watched:
-    """A ``morello synth`` with progress on stderr, and when it announced its save."""
-
-    def __init__(self, path: Path, shape) -> None:
-        self.t0 = time.monotonic()
-        self.proc = subprocess.Popen(
-            morello_cmd("synth", "matmul", *map(str, shape), "--db", str(path)),
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self.saving = threading.Event()
-        self.saving_at: float | None = None
-        self.err = b""
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def wait_for_save(self, timeout: float) -> None:
-        """Until the save is announced or the process ends (a search that solved
-        nothing, every answer found in the file, announces no save)."""
-        end = time.monotonic() + timeout
-        while (not self.saving.wait(0.005) and self.proc.poll() is None
-               and time.monotonic() < end):
-            pass
-
-    def _read(self) -> None:
-        while True:
-            chunk = self.proc.stderr.read1(4096)
-            if not chunk:
-                return
-            self.err += chunk
-            if self.saving_at is None and b"saving results to" in self.err:
-                self.saving_at = time.monotonic() - self.t0
-                self.saving.set()
-
-    def finish(self) -> int:
-        try:
-            rc = self.proc.wait(TIMEOUT)
-            self.ended = time.monotonic()
-            return rc
-        finally:
-            self.reader.join(10)
-            self.proc.stderr.close()
-
 
 def phase_kills(path: Path, kills: int, rng: random.Random, log) -> dict:
     r = subprocess.run(morello_cmd("synth", "matmul", "16", "16", "16", "-q", "--db",
@@ -298,7 +179,7 @@ def phase_kills(path: Path, kills: int, rng: random.Random, log) -> dict:
         if i % 4 == 3 and len(todo) > 1:  # a search left to finish: more roots at stake
             shape = todo.pop(0)
             shapes.remove(shape)
-            done = Watched(path, shape)
+            done = Watched(path, shape, TIMEOUT)
             rc = done.finish()
             completed += 1
             if rc != 0:
@@ -309,7 +190,7 @@ def phase_kills(path: Path, kills: int, rng: random.Random, log) -> dict:
                 save_time = 0.5 * save_time + 0.5 * (done.ended - done.t0 - done.saving_at)
         shape = todo[0]
         shapes.remove(shape)
-        w = Watched(path, shape)
+        w = Watched(path, shape, TIMEOUT)
         if i % 2 == 0:
             delay = rng.uniform(0, typical)
             deadline = w.t0 + delay

@@ -108,6 +108,8 @@ def main() -> int:
     ap.add_argument("--baseline", metavar="DIR", default=None,
                     help="another morello (pip install --target DIR) for paired cold times")
     ap.add_argument("--dir", default=None, help="working directory (default: a temp dir)")
+    ap.add_argument("--full", metavar="DB", default=None,
+                    help="skip the fill: use (a copy of) this filled database instead")
     ap.add_argument("--json", action="store_true", help="also print one JSON object")
     args = ap.parse_args()
     work = Path(args.dir or tempfile.mkdtemp(prefix="morello-db-scaling-"))
@@ -118,14 +120,21 @@ def main() -> int:
 
     rng = random.Random(args.seed)
     shapes = [tuple(rng.randint(1, 200) for _ in range(3)) for _ in range(args.shapes)]
+    if args.full:
+        shutil.copyfile(args.full, full)
+        from morello import db as dbmod
+
+        held = {str(r) for c in [dbmod._Walker(full)] for r in
+                (row[0] for ctx, _, _ in c.contexts() for row in c.roots_of(ctx))}
+        shapes = [s for s in shapes if str(__import__("morello").matmul(*s)) in held]
     print(f"filling {full} with {len(shapes)} random shapes ...", file=sys.stderr)
     fill_seconds = 0.0
-    for i, s in enumerate(shapes):
+    for i, s in enumerate(shapes if not args.full else []):
         r = child(s, full)
         fill_seconds += r["seconds"]
         print(f"\r  {i + 1}/{len(shapes)} {s} {r['seconds']:.2f} s", end="", file=sys.stderr)
     print(file=sys.stderr)
-    if not args.no_big:
+    if not args.no_big and not args.full:
         print("adding 1024^3 (timed in parts) ...", file=sys.stderr)
         p = subprocess.run([sys.executable, "-c", _WRITE, json.dumps([1024] * 3), str(full)],
                            capture_output=True, text=True, cwd=tempfile.gettempdir(),

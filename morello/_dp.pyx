@@ -397,30 +397,29 @@ cdef class Solver:
 
     cdef int64_t _from_table(self, int64_t i, const int64_t* limits) except -2:
         cdef int64_t pt[HARD_MAX_POINT]
+        cdef int64_t lo[HARD_MAX_POINT]
+        cdef int64_t hi[HARD_MAX_POINT]
+        cdef int64_t val[MAX_NVALUES]
         cdef int64_t fam = self.graph.id_table.data[i]
-        cdef MemoTable t
-        cdef int64_t box, num, den, nd, l, vol, L = self.L
+        cdef int64_t num, den, nd, l, vol, L = self.L, n
         cdef frame_t f
         if not self.pages.has_pages(fam):
             return -1
+        n = self.graph.point_len(i)
+        if self.pages.g_ndim.data[fam] != n:
+            raise ValueError(f"table {fam} has points of {self.pages.g_ndim.data[fam]} "
+                             f"coordinates, id {i} has {n}")
         self.graph.point(i, limits, pt)
-        t = self.pages.find(fam, pt, False)
-        if t is None:
+        if not self.pages.lookup(fam, pt, val, lo, hi):
             return -1
-        if t.ndim != self.graph.point_len(i):
-            raise ValueError(f"table {fam} has points of {t.ndim} coordinates, "
-                             f"id {i} has {self.graph.point_len(i)}")
-        box = t._locate(pt)
-        if box < 0:
-            return -1
-        num = t.box_value(box, 0)
-        den = t.box_value(box, 1)
+        num = val[0]
+        den = val[1]
         f.id = i
-        nd = t.ndim - L
+        nd = n - L
         for l in range(L):
-            f.best_peaks[l] = t.box_value(box, 2 + l)
+            f.best_peaks[l] = val[2 + l]
             # the box's memory range, decoded back to units
-            f.limits[l] = _decode_limit(self.reg[l], t.box_hi(box, nd + l))
+            f.limits[l] = _decode_limit(self.reg[l], hi[nd + l])
         # den divides the volume (the fraction was reduced from main / volume); pages are
         # validated when loaded, but a value that does not fit this Spec is refused here.
         vol = self.graph.volume(i)
@@ -429,12 +428,11 @@ cdef class Solver:
                                 f"{vol}: the database is corrupt; delete it or pass another "
                                 "--db")
         f.best_main = sat_mul(num, vol // den)
-        f.best_depth = t.box_value(box, 2 + L)
-        f.best_action = t.box_value(box, 3 + L)
+        f.best_depth = val[2 + L]
+        f.best_action = val[3 + L]
         self._store(&f)
         for l in range(L):
-            self.m_lo.data[self.m_lo.n - L + l] = _decode_limit(self.reg[l],
-                                                               t.box_lo(box, nd + l))
+            self.m_lo.data[self.m_lo.n - L + l] = _decode_limit(self.reg[l], lo[nd + l])
         self.m_persist.data[self.m_persist.n - 1] = 0
         self.specs_solved -= 1
         self.table_hits += 1

@@ -5,13 +5,15 @@ coordinates) and keeps each page as its own MemoTable: pages the store holds are
 on first touch through a Python loader, and clean pages are evicted least-recently-used
 when the loaded bytes exceed a budget; dirty pages stay until the store saves them.
 
-C-level contract (cimported by morello._dp, keep stable): ``find(table, point, create)``
-returns the page MemoTable that holds ``point`` (loading it), or None when the store has
-no such page and ``create`` is false; ``put(table, lo, hi, val)`` stores a box (splitting
-it along page boundaries). Both take points of the table's ``ndim`` coordinates.
+C-level contract (cimported by morello._dp, keep stable): ``lookup(table, point, val,
+lo, hi)`` finds the box holding ``point`` (loading its page) and copies its value row and
+corners, returning 1, or returns 0; ``put(table, lo, hi, val)`` stores a box (splitting it
+along page boundaries). Both take points of the table's ``ndim`` coordinates. Pages read
+from the store are FrozenPages (compact, read-only); a put turns its page into a
+MemoTable.
 """
 cimport cython
-from libc.stdint cimport int64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
 
 from morello._memo cimport MemoTable
 from morello._vec cimport map_t, vec_t
@@ -56,6 +58,24 @@ cdef inline int64_t page_end(int64_t page, int64_t block) noexcept nogil:
 
 
 @cython.final
+cdef class FrozenPage:
+    cdef readonly int64_t n                  # boxes
+    cdef readonly int64_t ndim               # coordinates of a point
+    cdef readonly int64_t nvalues            # int64 per value row
+    cdef readonly uint64_t exact_dims        # bit d: every box is one point in dim d
+    cdef bytes payload                       # the columns (morello.pageblob), kept alive
+    cdef const unsigned char* data           # payload's bytes
+    cdef int64_t width[2 * PAGE_MAX_NDIM + 16]   # per column: bytes per entry
+    cdef int64_t offset[2 * PAGE_MAX_NDIM + 16]  # per column: its first byte
+    cdef uint64_t* keys                      # (n,) sorted hashes of exact coordinates
+    cdef int32_t* order                      # (n,) box of each sorted hash
+
+    cdef int64_t col(self, int64_t c, int64_t i) noexcept nogil
+    cdef uint64_t _hash(self, const int64_t* pt) noexcept nogil
+    cdef int64_t locate(self, const int64_t* pt) noexcept nogil
+
+
+@cython.final
 cdef class PageCache:
     cdef readonly int64_t nvalues            # int64 per value row (every table)
     cdef readonly int64_t capacity           # budget of loaded bytes (clean pages)
@@ -68,7 +88,7 @@ cdef class PageCache:
     # pages, by slot
     cdef map_t index                         # page key -> slot
     cdef vec_t s_keys                        # KEY_WIDTH per slot: its key
-    cdef list s_table                        # MemoTable, or None while not loaded
+    cdef list s_table                        # MemoTable, FrozenPage, or None (not loaded)
     cdef vec_t s_version                     # store version it was loaded at (0: new)
     cdef vec_t s_stored                      # 1 if the store holds (a version of) it
     cdef vec_t s_dirty                       # 1 if it has puts not yet saved
@@ -87,11 +107,13 @@ cdef class PageCache:
 
     cdef int _page_key(self, int64_t table, const int64_t* pt, int64_t* key) except -1
     cdef int64_t _slot(self, const int64_t* key, bint create) except -2
-    cdef MemoTable _load(self, int64_t slot)
+    cdef object _load(self, int64_t slot)
     cdef int _lru_unlink(self, int64_t slot) except -1
     cdef int _lru_push(self, int64_t slot) except -1
     cdef int _evict(self) except -1
-    cdef MemoTable find(self, int64_t table, const int64_t* pt, bint create)
+    cdef object find(self, int64_t table, const int64_t* pt, bint create)
+    cdef int64_t lookup(self, int64_t table, const int64_t* pt, int64_t* val,
+                        int64_t* lo, int64_t* hi) except -1
     cdef int put(self, int64_t table, const int64_t* lo, const int64_t* hi,
                  const int64_t* val) except -1
     cdef int _put_in_page(self, int64_t table, const int64_t* lo, const int64_t* hi,

@@ -24,8 +24,8 @@ table without pages by none: a search into an empty database pays almost nothing
 Concurrency: like MemoTable, not locked; the Python methods keep the GIL.
 """
 cimport cython
-from libc.stdint cimport int64_t, uint64_t
-from libc.stdlib cimport free
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint64_t
+from libc.stdlib cimport free, qsort
 from libc.string cimport memset
 
 import numpy as np
@@ -47,13 +47,188 @@ def page_range(int64_t page, int64_t block):
     return page_start(page, block), page_end(page, block)
 
 
+cdef int _by_key(const void* a, const void* b) noexcept nogil:
+    cdef const uint64_t* x = <const uint64_t*>a
+    cdef const uint64_t* y = <const uint64_t*>b
+    if x[0] != y[0]:
+        return -1 if x[0] < y[0] else 1
+    return (x[1] > y[1]) - (x[1] < y[1])
+
+
+@cython.final
+cdef class FrozenPage:
+    """A read-only page in the form it is stored: boxes as narrow little-endian columns
+    (``morello.pageblob``'s payload: lo, extent hi - lo, values, grouped by width), with a
+    sorted hash of each box's *exact* coordinates (those in which every box is a single
+    point) to find the boxes of a point. About a tenth of a MemoTable's memory, and built
+    without a tree.
+
+    ValueError if a box is not a single point in an exact dimension, or if two boxes with
+    the same exact coordinates overlap."""
+
+    def __cinit__(self, bytes payload, bytes widths, int64_t n, int64_t ndim,
+                  int64_t nvalues, exact_dims):
+        cdef int64_t ncols = 2 * ndim + nvalues, c, pos = 0, w, i, j, k, d, t
+        cdef uint64_t* pairs = NULL
+        cdef int64_t pt[PAGE_MAX_NDIM]
+        cdef bint overlap
+        if not 1 <= ndim <= PAGE_MAX_NDIM or not 1 <= nvalues <= 16 or n < 0 \
+                or n >= (1 << 31) or len(widths) != ncols:
+            raise ValueError("malformed page shape")
+        self.n, self.ndim, self.nvalues = n, ndim, nvalues
+        self.exact_dims = 0
+        for d in exact_dims:
+            if not 0 <= d < ndim:
+                raise ValueError(f"exact dim {d} out of range")
+            self.exact_dims |= (<uint64_t>1) << d
+        for c in range(ncols):
+            self.width[c] = widths[c]
+            if self.width[c] not in (1, 2, 4, 8):
+                raise ValueError("a column of unknown width")
+        for w in (1, 2, 4, 8):
+            for c in range(ncols):
+                if self.width[c] == w:
+                    self.offset[c] = pos
+                    pos += n * w
+        if len(payload) != pos:
+            raise ValueError(f"page payload of {len(payload)} bytes, expected {pos}")
+        self.payload = payload
+        self.data = payload
+        for i in range(n):
+            for d in range(ndim):
+                if (self.exact_dims >> d) & 1 and self.col(ndim + d, i) != 0:
+                    raise ValueError("a box spans a range in a coordinate whose boxes "
+                                     "are single points")
+        _grow(<void**>&pairs, max(n, 1) * 2 * sizeof(uint64_t))
+        try:
+            for i in range(n):
+                for d in range(ndim):
+                    pt[d] = self.col(d, i)
+                pairs[2 * i] = self._hash(pt)
+                pairs[2 * i + 1] = <uint64_t>i
+            qsort(pairs, n, 2 * sizeof(uint64_t), _by_key)
+            _grow(<void**>&self.keys, max(n, 1) * sizeof(uint64_t))
+            _grow(<void**>&self.order, max(n, 1) * sizeof(int32_t))
+            for i in range(n):
+                self.keys[i] = pairs[2 * i]
+                self.order[i] = <int32_t>pairs[2 * i + 1]
+        finally:
+            free(pairs)
+        # Boxes of the same exact coordinates are neighbours in the order: they must not
+        # overlap in the other coordinates.
+        i = 0
+        while i < n:
+            j = i + 1
+            while j < n and self.keys[j] == self.keys[i]:
+                j += 1
+            for k in range(i, j):
+                for t in range(k + 1, j):
+                    overlap = True
+                    for d in range(ndim):
+                        if self.col(d, self.order[k]) + self.col(ndim + d, self.order[k]) \
+                                < self.col(d, self.order[t]) \
+                                or self.col(d, self.order[t]) \
+                                + self.col(ndim + d, self.order[t]) \
+                                < self.col(d, self.order[k]):
+                            overlap = False
+                            break
+                    if overlap:
+                        raise ValueError(f"boxes {self.order[k]} and {self.order[t]} "
+                                         "overlap")
+            i = j
+
+    def __dealloc__(self):
+        free(self.keys)
+        free(self.order)
+
+    cdef int64_t col(self, int64_t c, int64_t i) noexcept nogil:
+        """Entry i of column c (little-endian, as x86-64 stores it)."""
+        cdef const unsigned char* p = self.data + self.offset[c]
+        cdef int64_t w = self.width[c]
+        if w == 1:
+            return (<const int8_t*>p)[i]
+        if w == 2:
+            return (<const int16_t*>p)[i]
+        if w == 4:
+            return (<const int32_t*>p)[i]
+        return (<const int64_t*>p)[i]
+
+    cdef uint64_t _hash(self, const int64_t* pt) noexcept nogil:
+        cdef uint64_t h = 1469598103934665603ULL
+        cdef int64_t d
+        for d in range(self.ndim):
+            if (self.exact_dims >> d) & 1:
+                h = (h ^ <uint64_t>pt[d]) * 1099511628211ULL
+                h ^= h >> 32
+        return h
+
+    cdef int64_t locate(self, const int64_t* pt) noexcept nogil:
+        """The box holding ``pt``, or -1."""
+        cdef uint64_t h = self._hash(pt)
+        cdef int64_t lo = 0, hi = self.n, mid, b, d, x
+        cdef bint inside
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.keys[mid] < h:
+                lo = mid + 1
+            else:
+                hi = mid
+        while lo < self.n and self.keys[lo] == h:
+            b = self.order[lo]
+            inside = True
+            for d in range(self.ndim):
+                x = self.col(d, b)
+                if pt[d] < x or pt[d] > x + self.col(self.ndim + d, b):
+                    inside = False
+                    break
+            if inside:
+                return b
+            lo += 1
+        return -1
+
+    def get(self, point):
+        """The value at ``point``, or None."""
+        cdef int64_t p[PAGE_MAX_NDIM]
+        cdef int64_t b
+        _read_row(point, p, <int>self.ndim, "point")
+        b = self.locate(p)
+        if b < 0:
+            return None
+        return tuple(self.col(2 * self.ndim + j, b) for j in range(self.nvalues))
+
+    def to_arrays(self):
+        """(lo, hi, values) int64 arrays of its boxes, sorted by lo."""
+        cdef int64_t i, d
+        lo = np.empty((self.n, self.ndim), np.int64)
+        hi = np.empty((self.n, self.ndim), np.int64)
+        values = np.empty((self.n, self.nvalues), np.int64)
+        cdef int64_t[:, ::1] L = lo
+        cdef int64_t[:, ::1] H = hi
+        cdef int64_t[:, ::1] V = values
+        for i in range(self.n):
+            for d in range(self.ndim):
+                L[i, d] = self.col(d, i)
+                H[i, d] = L[i, d] + self.col(self.ndim + d, i)
+            for d in range(self.nvalues):
+                V[i, d] = self.col(2 * self.ndim + d, i)
+        order = np.lexsort(lo.T[::-1])
+        return lo[order], hi[order], values[order]
+
+    def __len__(self):
+        return self.n
+
+    def nbytes(self):
+        return len(self.payload) + self.n * (sizeof(uint64_t) + sizeof(int32_t)) + 512
+
+
 @cython.final
 cdef class PageCache:
     """Pages of persistent tables, loaded on demand (see the module docstring).
 
     ``loader(table, page)`` is called with a table index and a page (one integer per
     coordinate, 0 in unpaged ones) that the store holds; it returns the page as a
-    MemoTable (validated by the store), or None if the store no longer has it."""
+    FrozenPage or a MemoTable (validated by the store), or None if the store no longer
+    has it."""
 
     def __cinit__(self, int64_t nvalues, int64_t capacity, loader):
         if not 1 <= nvalues <= 16:
@@ -204,23 +379,25 @@ cdef class PageCache:
             self.evictions += 1
         return 0
 
-    cdef MemoTable _load(self, int64_t s):
+    cdef object _load(self, int64_t s):
         cdef int64_t table = self.s_keys.data[s * KEY_WIDTH]
         cdef int64_t n = self.g_ndim.data[table]
-        cdef MemoTable t
         page = tuple(self.s_keys.data[s * KEY_WIDTH + 1 + d] for d in range(n))
-        loaded = self.loader(table, page)
-        if loaded is None:
+        t = self.loader(table, page)
+        if t is None:
             t = self.new_table(table)
             self.s_stored.data[s] = 0
-        elif not isinstance(loaded, MemoTable):
-            raise TypeError("the page loader must return a MemoTable or None")
-        else:
-            t = loaded
+        elif isinstance(t, MemoTable):
             if t.ndim != n or t.nvalues != self.nvalues:
                 raise ValueError(f"page {page} of table {table} has {t.ndim} coordinates "
                                  f"and {t.nvalues} values, expected {n} and {self.nvalues}")
             t.merge_dims = <uint64_t>self.g_merge.data[table]
+        elif isinstance(t, FrozenPage):
+            if t.ndim != n or t.nvalues != self.nvalues:
+                raise ValueError(f"page {page} of table {table} has {t.ndim} coordinates "
+                                 f"and {t.nvalues} values, expected {n} and {self.nvalues}")
+        else:
+            raise TypeError("the page loader must return a MemoTable, a FrozenPage or None")
         self.loads += 1
         self.s_table[s] = t
         self.s_bytes.data[s] = t.nbytes()
@@ -229,10 +406,9 @@ cdef class PageCache:
         self._evict()
         return t
 
-    cdef MemoTable find(self, int64_t table, const int64_t* pt, bint create):
+    cdef object find(self, int64_t table, const int64_t* pt, bint create):
         cdef int64_t key[KEY_WIDTH]
         cdef int64_t s
-        cdef MemoTable t
         if not 0 <= table < self.g_ndim.n or self.g_ndim.data[table] < 0:
             if create:
                 raise ValueError(f"table {table} is not declared")
@@ -256,6 +432,37 @@ cdef class PageCache:
         t = self.new_table(table)
         self.s_table[s] = t
         return t
+
+    cdef int64_t lookup(self, int64_t table, const int64_t* pt, int64_t* val,
+                        int64_t* lo, int64_t* hi) except -1:
+        cdef int64_t b, d, n
+        cdef MemoTable m
+        cdef FrozenPage f
+        t = self.find(table, pt, False)
+        if t is None:
+            return 0
+        n = self.g_ndim.data[table]
+        if type(t) is FrozenPage:
+            f = t
+            b = f.locate(pt)
+            if b < 0:
+                return 0
+            for d in range(n):
+                lo[d] = f.col(d, b)
+                hi[d] = lo[d] + f.col(n + d, b)
+            for d in range(self.nvalues):
+                val[d] = f.col(2 * n + d, b)
+            return 1
+        m = t
+        b = m._locate(pt)
+        if b < 0:
+            return 0
+        for d in range(n):
+            lo[d] = m.box_lo(b, d)
+            hi[d] = m.box_hi(b, d)
+        for d in range(self.nvalues):
+            val[d] = m.box_value(b, d)
+        return 1
 
     # ---- puts -----------------------------------------------------------------------
 
@@ -294,10 +501,19 @@ cdef class PageCache:
     cdef int _put_in_page(self, int64_t table, const int64_t* lo, const int64_t* hi,
                           const int64_t* val) except -1:
         cdef int64_t key[KEY_WIDTH]
-        cdef int64_t s, d, n = self.g_ndim.data[table]
-        cdef MemoTable t = self.find(table, lo, True)
+        cdef int64_t s
+        cdef MemoTable t
+        obj = self.find(table, lo, True)
         self._page_key(table, lo, key)
         s = _map_get(&self.index, key)
+        if type(obj) is FrozenPage:  # a put thaws it
+            t = MemoTable.from_arrays(*obj.to_arrays())
+            t.merge_dims = <uint64_t>self.g_merge.data[table]
+            self.loaded_bytes -= self.s_bytes.data[s]
+            self.s_bytes.data[s] = 0
+            self.s_table[s] = t
+        else:
+            t = obj
         t._put(lo, hi, val)
         if not self.s_dirty.data[s]:
             self.s_dirty.data[s] = 1
@@ -310,6 +526,9 @@ cdef class PageCache:
     def get(self, int64_t table, point):
         """The value at ``point`` of ``table`` (loading its page), or None."""
         cdef int64_t p[PAGE_MAX_NDIM]
+        cdef int64_t lo[PAGE_MAX_NDIM]
+        cdef int64_t hi[PAGE_MAX_NDIM]
+        cdef int64_t val[16]
         cdef int64_t n, d
         geo = self.geometry(table)
         if geo is None:
@@ -319,8 +538,9 @@ cdef class PageCache:
         for d in range(n):
             if p[d] < 0:
                 return None
-        t = self.find(table, p, False)
-        return None if t is None else t.get(point)
+        if not self.lookup(table, p, val, lo, hi):
+            return None
+        return tuple(val[d] for d in range(self.nvalues))
 
     def put_box(self, int64_t table, lo, hi, value):
         """``put`` from Python (checks its arguments like MemoTable.put)."""
@@ -344,31 +564,14 @@ cdef class PageCache:
         """The store holds ``page`` of ``table`` at ``version`` (>= 1). A loaded clean copy
         of an older version is dropped (reloaded when next touched); a dirty one is kept,
         and merged into the newer version when it is saved."""
-        cdef int64_t key[KEY_WIDTH]
-        cdef int64_t s, d, n
         geo = self.geometry(table)
         if geo is None:
             raise ValueError(f"table {table} is not declared")
-        n = geo[0]
-        if len(page) != n:
-            raise ValueError(f"a page of table {table} has {n} coordinates, got {len(page)}")
-        memset(key, 0, sizeof(key))
-        key[0] = table
-        for d in range(n):
-            key[1 + d] = page[d]
-            if key[1 + d] < 0:
-                raise ValueError(f"page coordinate {key[1 + d]} is negative")
-        s = self._slot(key, True)
-        self.s_stored.data[s] = 1
-        if self.s_version.data[s] == version:
-            return
-        if self.s_table[s] is not None and not self.s_dirty.data[s]:
-            self._lru_unlink(s)
-            self.s_table[s] = None
-            self.loaded_bytes -= self.s_bytes.data[s]
-            self.s_bytes.data[s] = 0
-        if not self.s_dirty.data[s]:
-            self.s_version.data[s] = version
+        if len(page) != geo[0]:
+            raise ValueError(f"a page of table {table} has {geo[0]} coordinates, got "
+                             f"{len(page)}")
+        self.register_many(table, np.asarray(page, "<i8").tobytes(),
+                           np.array([version], np.int64))
 
     def register_many(self, int64_t table, const unsigned char[::1] pages,
                       const int64_t[::1] versions):

@@ -278,6 +278,15 @@ def merge_dims(key: tuple) -> tuple[int, ...]:
     return tuple(d for d, s in enumerate(segments(key)) if s in ("deficit", "vector"))
 
 
+def exact_dims(key: tuple) -> tuple[int, ...]:
+    """The coordinates in which every stored box of table ``key`` is a single point: all
+    but the merged ones and the memory limits (``morello._pages.FrozenPage`` indexes
+    them; a stored page with a box spanning one of them is refused)."""
+    merged = set(merge_dims(key))
+    return tuple(d for d, s in enumerate(segments(key))
+                 if s != "limit" and d not in merged)
+
+
 def _vector_index(t: TensorSpec, target: Target) -> int:
     if t.vector_size is None:
         return 0

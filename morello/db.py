@@ -452,18 +452,23 @@ class Store:
         return out
 
     def load_page(self, tid: int, key: tuple, blocks: tuple[int, ...], page):
-        """The page as a validated MemoTable, or None if the file has no such page."""
-        from morello._memo import MemoTable
+        """The page as a validated FrozenPage, or None if the file has no such page."""
+        from morello._pages import FrozenPage
+        from morello.coords import exact_dims, point_len
 
-        rows = self._q("SELECT data, nboxes FROM pages WHERE tbl = ? AND page = ?",
+        rows = self._q("SELECT data FROM pages WHERE tbl = ? AND page = ?",
                        (tid, _page_bytes(page)))
         if not rows:
             return None
-        lo, hi, values = self._decode(rows[0][0], key, blocks, page)
         try:
-            return MemoTable.from_arrays(lo, hi, values)
+            lo, hi, values, payload, widths = pageblob.decode_raw(
+                rows[0][0], point_len(key), _nvalues())
+            validate_boxes(lo, hi, values, key, blocks, page, self.target)
+            return FrozenPage(payload, widths, len(lo), point_len(key), _nvalues(),
+                              exact_dims(key))
         except ValueError as e:
-            raise DatabaseError(f"{self.path} is corrupt (a page of {key[0]}: {e})") from None
+            raise DatabaseError(f"{self.path} is corrupt (a page of {key[0]}: {e}); "
+                                "delete it or pass another --db") from None
 
     def _decode(self, blob, key, blocks, page, target=None):
         from morello.coords import point_len

@@ -77,6 +77,13 @@ def encode(lo: np.ndarray, hi: np.ndarray, values: np.ndarray, compress: bool = 
 def decode(blob: bytes, ndim: int, nvalues: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(lo, hi, values)`` int64 arrays of a blob written for ``ndim`` coordinates and
     ``nvalues`` values; ValueError if the blob is not exactly that."""
+    lo, hi, values, _, _ = decode_raw(blob, ndim, nvalues)
+    return lo, hi, values
+
+
+def decode_raw(blob: bytes, ndim: int, nvalues: int):
+    """``decode``, and also the uncompressed payload and its column widths (what a
+    ``morello._pages.FrozenPage`` reads)."""
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise ValueError(f"a page is {type(blob).__name__}, not bytes")
     blob = bytes(blob)
@@ -129,4 +136,4 @@ def decode(blob: bytes, ndim: int, nvalues: int) -> tuple[np.ndarray, np.ndarray
     if (lo < 0).any() or (ext < 0).any() or (lo > (1 << 62)).any() or (ext > (1 << 62)).any():
         raise ValueError("page has a box with negative or huge coordinates")
     hi = np.ascontiguousarray(lo + ext)
-    return lo, hi, np.ascontiguousarray(cols[2 * ndim:].T)
+    return lo, hi, np.ascontiguousarray(cols[2 * ndim:].T), payload, widths

@@ -13,17 +13,15 @@ excludes (``pytest -m slow tests/test_db_concurrency.py`` runs them);
 """
 from __future__ import annotations
 
-import json
 import random
 import signal
-import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from dbprocs import Watched, morello_cmd, roots_in, run_concurrent_writers, spec_text, stray_files
 
 import morello
 from morello import api
@@ -41,29 +39,6 @@ def _fresh_sessions():
 
 
 # ---- helpers -------------------------------------------------------------------------
-
-def spec_text(shape) -> str:
-    return str(morello.matmul(*shape).canonical())
-
-
-def roots_in(path: Path) -> set[str]:
-    """The Spec texts of the roots the file holds, read by a read-only connection (so,
-    exactly what was committed)."""
-    if not path.exists() or path.stat().st_size == 0:
-        return set()
-    conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=60)
-    try:
-        if not conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'roots'"
-                            ).fetchone()[0]:
-            return set()
-        return {row[0] for row in conn.execute("SELECT spec FROM roots")}
-    finally:
-        conn.close()
-
-
-def morello_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "morello", *args]
-
 
 def db_check(path: Path) -> subprocess.CompletedProcess:
     return subprocess.run(morello_cmd("db", "check", "--db", str(path)),
@@ -99,82 +74,8 @@ def assert_answered_from_file(path: Path, shape, **kw) -> None:
 
 
 def assert_no_stray_files(path: Path) -> None:
-    allowed = {path.name, f"{path.name}-wal", f"{path.name}-shm"}
-    extra = sorted(p.name for p in path.parent.iterdir() if p.name not in allowed)
+    extra = stray_files(path)
     assert not extra, f"stray files beside the database: {extra}"
-
-
-# A long-lived process: waits for the gate file, then synthesizes its shapes one after
-# the other in one session, printing one JSON line per shape.
-LOOP_SCRIPT = r"""
-import json, os, sys, time
-import morello
-db, gate, shapes = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-deadline = time.time() + 60
-while not os.path.exists(gate) and time.time() < deadline:
-    time.sleep(0.002)
-for s in shapes:
-    p = morello.synthesize(morello.matmul(*s), db=db)
-    print(json.dumps({"shape": s, "cost": p.cost, "solved": p.stats.specs_solved}),
-          flush=True)
-"""
-
-
-def run_concurrent_writers(path: Path, plan: list[list[tuple]], cli_procs: set[int]):
-    """Run ``plan[p]`` (shapes, in order) in process p, all into ``path`` at once: a
-    long-lived Python process, or for p in ``cli_procs`` one ``morello synth`` command
-    per shape (run in sequence by a thread here). Returns {shape: cost found}."""
-    gate = path.parent / "go"
-    found: dict[tuple, int] = {}
-    errors: list[str] = []
-    lock = threading.Lock()
-
-    def cli_sequence(shapes):
-        while not gate.exists():
-            time.sleep(0.002)
-        for s in shapes:
-            r = subprocess.run(morello_cmd("synth", "matmul", *map(str, s), "-q", "--db",
-                                           str(path)),
-                               capture_output=True, text=True, timeout=TIMEOUT)
-            with lock:
-                if r.returncode != 0:
-                    errors.append(f"morello synth {s} exited {r.returncode}: {r.stderr}")
-                else:
-                    found[tuple(s)] = int(r.stdout.split("cost=")[1].split()[0])
-
-    procs, threads = [], []
-    for p, shapes in enumerate(plan):
-        if p in cli_procs:
-            t = threading.Thread(target=cli_sequence, args=(shapes,))
-            t.start()
-            threads.append(t)
-        else:
-            procs.append(subprocess.Popen(
-                [sys.executable, "-c", LOOP_SCRIPT, str(path), str(gate),
-                 json.dumps([list(s) for s in shapes])],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    time.sleep(0.5)  # let the interpreters import morello, then release them together
-    gate.touch()
-    try:
-        for proc in procs:
-            out, err = proc.communicate(timeout=TIMEOUT)
-            if proc.returncode != 0:
-                errors.append(f"worker exited {proc.returncode}:\n{err}")
-            for line in out.splitlines():
-                rec = json.loads(line)
-                found[tuple(rec["shape"])] = rec["cost"]
-        for t in threads:
-            t.join(TIMEOUT)
-            if t.is_alive():
-                errors.append("a morello synth sequence hung")
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        gate.unlink(missing_ok=True)
-    assert not errors, "\n".join(errors)
-    return found
 
 
 def writers_plan(nprocs: int, rounds: int, seed: int) -> list[list[tuple]]:
@@ -205,7 +106,8 @@ def writers_plan(nprocs: int, rounds: int, seed: int) -> list[list[tuple]]:
 def _concurrent_writers(tmp_path: Path, nprocs: int, rounds: int, seed: int) -> None:
     path = tmp_path / "shared.sqlite"
     plan = writers_plan(nprocs, rounds, seed)
-    found = run_concurrent_writers(path, plan, cli_procs={2})
+    found, errors = run_concurrent_writers(path, plan, {2}, TIMEOUT)
+    assert not errors, "\n".join(errors)
     shapes = [s for shapes in plan for s in shapes]
     assert len(set(shapes)) == nprocs * rounds
     assert set(found) == set(shapes)
@@ -323,51 +225,6 @@ def test_long_lived_process_sees_what_others_saved(tmp_path):
 KILL_SIZES = (24, 32, 40, 48, 56)
 
 
-class Watched:
-    """A ``morello synth`` (with progress on stderr) and the time its save began."""
-
-    def __init__(self, path: Path, shape) -> None:
-        self.t0 = time.monotonic()
-        self.proc = subprocess.Popen(
-            morello_cmd("synth", "matmul", *map(str, shape), "--db", str(path)),
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self.saving = threading.Event()
-        self.saving_at: float | None = None
-        self.err = b""
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def wait_for_save(self, timeout: float) -> None:
-        """Until the save is announced or the process ends (a search that solved
-        nothing, every answer found in the file, announces no save)."""
-        end = time.monotonic() + timeout
-        while (not self.saving.wait(0.005) and self.proc.poll() is None
-               and time.monotonic() < end):
-            pass
-
-    def _read(self) -> None:
-        while True:
-            chunk = self.proc.stderr.read1(4096)
-            if not chunk:
-                return
-            self.err += chunk
-            if self.saving_at is None and b"saving results to" in self.err:
-                self.saving_at = time.monotonic() - self.t0
-                self.saving.set()
-
-    def finish(self) -> int:
-        try:
-            rc = self.proc.wait(TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise
-        finally:
-            self.reader.join(10)
-            self.proc.stderr.close()
-        return rc
-
-
 def kill_campaign(tmp_path: Path, kills: int, seed: int, check_every_root: bool):
     """Kill ``kills`` searches of moderately sized matmuls with SIGKILL: the even ones at
     a random time in [0, typical runtime], the odd ones at a random time in the first
@@ -398,7 +255,7 @@ def kill_campaign(tmp_path: Path, kills: int, seed: int, check_every_root: bool)
             assert spec_text(shape) in held
         shape = next(s for s in shapes if spec_text(s) not in held)
         shapes.remove(shape)
-        w = Watched(path, shape)
+        w = Watched(path, shape, TIMEOUT)
         if i % 2 == 0:
             deadline = w.t0 + rng.uniform(0, typical)
             while time.monotonic() < deadline and w.proc.poll() is None:
