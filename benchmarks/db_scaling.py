@@ -121,12 +121,15 @@ def main() -> int:
     rng = random.Random(args.seed)
     shapes = [tuple(rng.randint(1, 200) for _ in range(3)) for _ in range(args.shapes)]
     if args.full:
-        shutil.copyfile(args.full, full)
-        from morello import db as dbmod
+        import sqlite3
 
-        held = {str(r) for c in [dbmod._Walker(full)] for r in
-                (row[0] for ctx, _, _ in c.contexts() for row in c.roots_of(ctx))}
-        shapes = [s for s in shapes if str(__import__("morello").matmul(*s)) in held]
+        import morello
+
+        shutil.copyfile(args.full, full)
+        conn = sqlite3.connect(full)
+        held = {row[0] for row in conn.execute("SELECT spec FROM roots")}
+        conn.close()
+        shapes = [s for s in shapes if str(morello.matmul(*s)) in held]
     print(f"filling {full} with {len(shapes)} random shapes ...", file=sys.stderr)
     fill_seconds = 0.0
     for i, s in enumerate(shapes if not args.full else []):
