@@ -88,7 +88,8 @@ cdef class PageCache:
     # pages, by slot
     cdef map_t index                         # page key -> slot
     cdef vec_t s_keys                        # KEY_WIDTH per slot: its key
-    cdef list s_table                        # MemoTable, FrozenPage, or None (not loaded)
+    cdef list s_table                        # stored parts (newest first), None: not loaded
+    cdef list s_fresh                        # MemoTable of puts not yet saved, or None
     cdef vec_t s_version                     # store version it was loaded at (0: new)
     cdef vec_t s_stored                      # 1 if the store holds (a version of) it
     cdef vec_t s_dirty                       # 1 if it has puts not yet saved
@@ -111,7 +112,8 @@ cdef class PageCache:
     cdef int _lru_unlink(self, int64_t slot) except -1
     cdef int _lru_push(self, int64_t slot) except -1
     cdef int _evict(self) except -1
-    cdef object find(self, int64_t table, const int64_t* pt, bint create)
+    cdef int64_t _find_slot(self, int64_t table, const int64_t* pt, bint create) except -2
+    cdef object _parts(self, int64_t slot)
     cdef int64_t lookup(self, int64_t table, const int64_t* pt, int64_t* val,
                         int64_t* lo, int64_t* hi) except -1
     cdef int put(self, int64_t table, const int64_t* lo, const int64_t* hi,

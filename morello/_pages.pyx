@@ -221,6 +221,36 @@ cdef class FrozenPage:
         return len(self.payload) + self.n * (sizeof(uint64_t) + sizeof(int32_t)) + 512
 
 
+cdef int64_t _lookup_in(object t, const int64_t* pt, int64_t* val, int64_t* lo,
+                        int64_t* hi) except -1:
+    """Copy the box of ``t`` (a FrozenPage or MemoTable) holding ``pt``; 1, or 0 if none."""
+    cdef int64_t b, d, n
+    cdef MemoTable m
+    cdef FrozenPage f
+    if type(t) is FrozenPage:
+        f = t
+        b = f.locate(pt)
+        if b < 0:
+            return 0
+        n = f.ndim
+        for d in range(n):
+            lo[d] = f.col(d, b)
+            hi[d] = lo[d] + f.col(n + d, b)
+        for d in range(f.nvalues):
+            val[d] = f.col(2 * n + d, b)
+        return 1
+    m = t
+    b = m._locate(pt)
+    if b < 0:
+        return 0
+    for d in range(m.ndim):
+        lo[d] = m.box_lo(b, d)
+        hi[d] = m.box_hi(b, d)
+    for d in range(m.nvalues):
+        val[d] = m.box_value(b, d)
+    return 1
+
+
 @cython.final
 cdef class PageCache:
     """Pages of persistent tables, loaded on demand (see the module docstring).
@@ -240,6 +270,7 @@ cdef class PageCache:
         self.loader = loader
         self.index.width = KEY_WIDTH
         self.s_table = []
+        self.s_fresh = []
         self.lru_old = self.lru_new = -1
 
     def __dealloc__(self):
@@ -330,6 +361,7 @@ cdef class PageCache:
         for d in range(KEY_WIDTH):
             _push(&self.s_keys, key[d])
         self.s_table.append(None)
+        self.s_fresh.append(None)
         _push(&self.s_version, 0)
         _push(&self.s_stored, 0)
         _push(&self.s_dirty, 0)
@@ -380,89 +412,75 @@ cdef class PageCache:
         return 0
 
     cdef object _load(self, int64_t s):
+        """Load the stored parts of slot ``s`` (newest first)."""
         cdef int64_t table = self.s_keys.data[s * KEY_WIDTH]
         cdef int64_t n = self.g_ndim.data[table]
+        cdef int64_t nbytes = 0
         page = tuple(self.s_keys.data[s * KEY_WIDTH + 1 + d] for d in range(n))
-        t = self.loader(table, page)
-        if t is None:
-            t = self.new_table(table)
+        loaded = self.loader(table, page)
+        if loaded is None:
+            parts = []
             self.s_stored.data[s] = 0
-        elif isinstance(t, MemoTable):
-            if t.ndim != n or t.nvalues != self.nvalues:
-                raise ValueError(f"page {page} of table {table} has {t.ndim} coordinates "
-                                 f"and {t.nvalues} values, expected {n} and {self.nvalues}")
-            t.merge_dims = <uint64_t>self.g_merge.data[table]
-        elif isinstance(t, FrozenPage):
-            if t.ndim != n or t.nvalues != self.nvalues:
-                raise ValueError(f"page {page} of table {table} has {t.ndim} coordinates "
-                                 f"and {t.nvalues} values, expected {n} and {self.nvalues}")
+        elif isinstance(loaded, (MemoTable, FrozenPage)):
+            parts = [loaded]
         else:
-            raise TypeError("the page loader must return a MemoTable, a FrozenPage or None")
+            parts = list(loaded)
+        for t in parts:
+            if not isinstance(t, (MemoTable, FrozenPage)):
+                raise TypeError("the page loader must return MemoTables or FrozenPages")
+            if t.ndim != n or t.nvalues != self.nvalues:
+                raise ValueError(f"page {page} of table {table} has {t.ndim} coordinates "
+                                 f"and {t.nvalues} values, expected {n} and {self.nvalues}")
+            nbytes += t.nbytes()
         self.loads += 1
-        self.s_table[s] = t
-        self.s_bytes.data[s] = t.nbytes()
-        self.loaded_bytes += self.s_bytes.data[s]
+        self.s_table[s] = parts
+        self.s_bytes.data[s] = nbytes
+        self.loaded_bytes += nbytes
         self._lru_push(s)
         self._evict()
-        return t
+        return parts
 
-    cdef object find(self, int64_t table, const int64_t* pt, bint create):
+    cdef int64_t _find_slot(self, int64_t table, const int64_t* pt, bint create) except -2:
         cdef int64_t key[KEY_WIDTH]
         cdef int64_t s
         if not 0 <= table < self.g_ndim.n or self.g_ndim.data[table] < 0:
             if create:
                 raise ValueError(f"table {table} is not declared")
-            return None
+            return -1
         if not create and self.g_pages.data[table] == 0:
             self.absent += 1
-            return None
+            return -1
         self._page_key(table, pt, key)
         s = self._slot(key, create)
         if s < 0:
             self.absent += 1
-            return None
-        t = self.s_table[s]
-        if t is not None:
+        return s
+
+    cdef object _parts(self, int64_t s):
+        """The stored parts of slot ``s`` (loading them), newest first."""
+        parts = self.s_table[s]
+        if parts is not None:
             self.hits += 1
             if not self.s_dirty.data[s]:
                 self._lru_push(s)
-            return t
+            return parts
         if self.s_stored.data[s]:
             return self._load(s)
-        t = self.new_table(table)
-        self.s_table[s] = t
-        return t
+        self.s_table[s] = []
+        return self.s_table[s]
 
     cdef int64_t lookup(self, int64_t table, const int64_t* pt, int64_t* val,
                         int64_t* lo, int64_t* hi) except -1:
-        cdef int64_t b, d, n
-        cdef MemoTable m
-        cdef FrozenPage f
-        t = self.find(table, pt, False)
-        if t is None:
+        cdef int64_t s = self._find_slot(table, pt, False)
+        if s < 0:
             return 0
-        n = self.g_ndim.data[table]
-        if type(t) is FrozenPage:
-            f = t
-            b = f.locate(pt)
-            if b < 0:
-                return 0
-            for d in range(n):
-                lo[d] = f.col(d, b)
-                hi[d] = lo[d] + f.col(n + d, b)
-            for d in range(self.nvalues):
-                val[d] = f.col(2 * n + d, b)
+        fresh = self.s_fresh[s]
+        if fresh is not None and _lookup_in(fresh, pt, val, lo, hi):
             return 1
-        m = t
-        b = m._locate(pt)
-        if b < 0:
-            return 0
-        for d in range(n):
-            lo[d] = m.box_lo(b, d)
-            hi[d] = m.box_hi(b, d)
-        for d in range(self.nvalues):
-            val[d] = m.box_value(b, d)
-        return 1
+        for t in self._parts(s):
+            if _lookup_in(t, pt, val, lo, hi):
+                return 1
+        return 0
 
     # ---- puts -----------------------------------------------------------------------
 
@@ -500,20 +518,12 @@ cdef class PageCache:
 
     cdef int _put_in_page(self, int64_t table, const int64_t* lo, const int64_t* hi,
                           const int64_t* val) except -1:
-        cdef int64_t key[KEY_WIDTH]
-        cdef int64_t s
+        cdef int64_t s = self._find_slot(table, lo, True)
         cdef MemoTable t
-        obj = self.find(table, lo, True)
-        self._page_key(table, lo, key)
-        s = _map_get(&self.index, key)
-        if type(obj) is FrozenPage:  # a put thaws it
-            t = MemoTable.from_arrays(*obj.to_arrays())
-            t.merge_dims = <uint64_t>self.g_merge.data[table]
-            self.loaded_bytes -= self.s_bytes.data[s]
-            self.s_bytes.data[s] = 0
-            self.s_table[s] = t
-        else:
-            t = obj
+        # New boxes go to the page's fresh part (the stored parts are not even read).
+        if self.s_fresh[s] is None:
+            self.s_fresh[s] = self.new_table(table)
+        t = self.s_fresh[s]
         t._put(lo, hi, val)
         if not self.s_dirty.data[s]:
             self.s_dirty.data[s] = 1
@@ -601,15 +611,15 @@ cdef class PageCache:
                     raise ValueError(f"page coordinate {key[1 + d]} out of range")
             s = self._slot(key, True)
             self.s_stored.data[s] = 1
-            if self.s_version.data[s] == v:
+            if self.s_version.data[s] >= v:
                 continue
-            if self.s_table[s] is not None and not self.s_dirty.data[s]:
+            # A newer part exists: drop the loaded parts (reloaded when next touched).
+            if self.s_table[s] is not None:
                 self._lru_unlink(s)
                 self.s_table[s] = None
                 self.loaded_bytes -= self.s_bytes.data[s]
                 self.s_bytes.data[s] = 0
-            if not self.s_dirty.data[s]:
-                self.s_version.data[s] = v
+            self.s_version.data[s] = v
 
     def dirty(self):
         """Slots with puts not yet saved."""
@@ -631,29 +641,47 @@ cdef class PageCache:
         page = tuple(self.s_keys.data[s * KEY_WIDTH + 1 + d] for d in range(n))
         return table, page, self.s_version.data[s], bool(self.s_stored.data[s])
 
+    def fresh_arrays(self, int64_t s):
+        """``to_arrays()`` of the boxes put into slot ``s`` since it was last saved."""
+        table, _, _, _ = self.slot(s)
+        fresh = self.s_fresh[s]
+        return (fresh if fresh is not None else self.new_table(table)).to_arrays()
+
     def arrays(self, int64_t s):
-        """``to_arrays()`` of slot ``s`` (loading it)."""
-        table, page, _, _ = self.slot(s)
-        t = self.s_table[s]
-        if t is None:
-            t = self._load(s) if self.s_stored.data[s] else self.new_table(table)
+        """All boxes of slot ``s`` (loading it), newer parts over older ones."""
+        table, _, _, _ = self.slot(s)
+        parts = list(self._parts(s))
+        if self.s_fresh[s] is not None:
+            parts.insert(0, self.s_fresh[s])
+        if len(parts) == 1:
+            return parts[0].to_arrays()
+        t = self.new_table(table)
+        for part in reversed(parts):
+            for a, b, v in zip(*part.to_arrays()):
+                t.put(a, b, v)
         return t.to_arrays()
 
-    def saved(self, int64_t s, int64_t version, MemoTable merged=None):
-        """The store now holds slot ``s`` at ``version``; ``merged``: the page as written
-        when it was merged with a newer version (replaces the loaded one)."""
+    def saved(self, int64_t s, int64_t version, part=None, bint replaces=False):
+        """The store now holds the fresh part of slot ``s`` as its part ``version``:
+        ``part`` is that part as stored (a FrozenPage or MemoTable, kept if the older
+        parts are loaded); ``replaces``: it is now the page's only part (a compaction)."""
         self.slot(s)
-        if merged is not None:
-            merged.merge_dims = <uint64_t>self.g_merge.data[self.s_keys.data[s * KEY_WIDTH]]
-            self.s_table[s] = merged
-        self.s_version.data[s] = version
+        if self.s_table[s] is not None:
+            if part is None:
+                self.s_table[s] = None  # reloaded when next touched
+            elif replaces:
+                self.s_table[s] = [part]
+            else:
+                self.s_table[s].insert(0, part)
+        self.s_fresh[s] = None
+        self.s_version.data[s] = max(version, self.s_version.data[s])
         self.s_stored.data[s] = 1
         self.s_dirty.data[s] = 0
-        t = self.s_table[s]
+        parts = self.s_table[s]
         self.loaded_bytes -= self.s_bytes.data[s]
-        self.s_bytes.data[s] = 0 if t is None else t.nbytes()
+        self.s_bytes.data[s] = 0 if parts is None else sum(t.nbytes() for t in parts)
         self.loaded_bytes += self.s_bytes.data[s]
-        if t is not None:
+        if parts is not None:
             self._lru_push(s)
         self._evict()
 
@@ -668,7 +696,7 @@ cdef class PageCache:
 
     @property
     def n_loaded(self):
-        return sum(t is not None for t in self.s_table)
+        return sum(t is not None and len(t) > 0 for t in self.s_table)
 
     def stats(self):
         """Counters: finds answered by loaded pages, pages loaded, pages evicted, finds

@@ -10,19 +10,21 @@ constants, threads or kernels never mix, and one file can serve them all. Tables
     tables(id, ctx, key, ndim, nvalues, blocks)
                                             a memo table (``morello.coords`` key, as JSON)
                                             and its page geometry (a block per coordinate)
-    pages(tbl, page, version, nboxes, data) one page of a table: its page coordinates
-                                            (int64 little-endian), the seq of the commit
-                                            that wrote it, and its boxes
+    pages(tbl, page, version, nboxes, data) one *part* of a page of a table: its page
+                                            coordinates (int64 little-endian), the seq of
+                                            the commit that wrote the part, and its boxes
                                             (``morello.pageblob``: typed columns + crc32)
     roots(ctx, spec, trace, cost)           a Spec asked for (its text form) -> the action
                                             trace of its optimal Impl and its cost
 
 Reads are lazy: a search reads the directory of a table (page coordinates and versions)
 when it first meets the table, and a page when a lookup first falls in it
-(``morello._pages``, an LRU cache bounded in bytes). A save writes only the pages the
-search changed, in one transaction; a page that another process rewrote meanwhile is
-re-read inside the transaction and the new boxes are merged into it, so concurrent
-writers lose nothing. SQLite's write-ahead log gives atomic commits: a process killed at
+(``morello._pages``, an LRU cache bounded in bytes). A save appends, in one transaction,
+one new *part* per page the search added to: the part holds only the new boxes, so a
+save costs what the search added, not the size of the pages it touched, and writers
+never overwrite each other (concurrent writers lose nothing). A page's parts are read
+newest first; every stored value is optimal at its points, so any part that holds a
+point answers it. When a page has MAX_PARTS parts, a save compacts them into one. SQLite's write-ahead log gives atomic commits: a process killed at
 any point leaves the file as of its last commit.
 
 Safe to open from someone else: the file must be a regular file holding exactly this
@@ -68,7 +70,8 @@ _SCHEMA = [
      "UNIQUE(ctx, key))"),
     ("table", "pages",
      "CREATE TABLE pages(tbl INTEGER NOT NULL, page BLOB NOT NULL, version INTEGER NOT NULL, "
-     "nboxes INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY(tbl, page)) WITHOUT ROWID"),
+     "nboxes INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY(tbl, page, version)) "
+     "WITHOUT ROWID"),
     ("index", "pages_by_version", "CREATE INDEX pages_by_version ON pages(version)"),
     ("table", "roots",
      "CREATE TABLE roots(ctx INTEGER NOT NULL, spec TEXT NOT NULL, trace TEXT NOT NULL, "
@@ -78,6 +81,7 @@ _SCHEMA = [
 _AUTO = {("index", "sqlite_autoindex_meta_1"), ("index", "sqlite_autoindex_contexts_1"),
          ("index", "sqlite_autoindex_tables_1")}
 
+MAX_PARTS = 8              # parts of one page before a save compacts them
 MAX_COST = 1 << 62
 MAX_DEPTH = 1 << 16
 MAX_ACTION = 1 << 16
@@ -387,7 +391,8 @@ class Store:
         if ndim != point_len(key) or nvalues != _nvalues():
             raise DatabaseError(f"{self.path} is corrupt (table {key[0]} has {ndim} "
                                 f"coordinates and {nvalues} values)")
-        rows = self._q("SELECT page, version FROM pages WHERE tbl = ?", (tid,))
+        rows = self._q("SELECT page, max(version) FROM pages WHERE tbl = ? GROUP BY page",
+                       (tid,))
         if not all(isinstance(p, bytes) and len(p) == 8 * ndim and isinstance(v, int)
                    and 0 < v < (1 << 62) for p, v in rows):
             raise DatabaseError(f"{self.path} is corrupt (malformed page directory)")
@@ -452,18 +457,22 @@ class Store:
         return out
 
     def load_page(self, tid: int, key: tuple, blocks: tuple[int, ...], page):
-        """The page as a validated FrozenPage, or None if the file has no such page."""
+        """The parts of the page, newest first, as validated FrozenPages (None if the
+        file has no such page)."""
+        rows = self._q("SELECT data FROM pages WHERE tbl = ? AND page = ? ORDER BY "
+                       "version DESC LIMIT ?", (tid, _page_bytes(page), 4 * MAX_PARTS))
+        if not rows:
+            return None
+        return [self._frozen(data, key, blocks, page) for (data,) in rows]
+
+    def _frozen(self, blob, key, blocks, page, target=None):
         from morello._pages import FrozenPage
         from morello.coords import exact_dims, point_len
 
-        rows = self._q("SELECT data FROM pages WHERE tbl = ? AND page = ?",
-                       (tid, _page_bytes(page)))
-        if not rows:
-            return None
         try:
             lo, hi, values, payload, widths = pageblob.decode_raw(
-                rows[0][0], point_len(key), _nvalues())
-            validate_boxes(lo, hi, values, key, blocks, page, self.target)
+                blob, point_len(key), _nvalues())
+            validate_boxes(lo, hi, values, key, blocks, page, target or self.target)
             return FrozenPage(payload, widths, len(lo), point_len(key), _nvalues(),
                               exact_dims(key))
         except ValueError as e:
@@ -549,36 +558,34 @@ class Store:
         return written
 
     def _write_page(self, cache, table_keys, s: int, seq: int, ids: dict) -> None:
-        """Write slot ``s`` of ``cache`` at version ``seq``, merging its boxes into the
-        stored page if another process rewrote it since we read it."""
-        from morello._memo import MemoTable
-
-        table, page, version, _ = cache.slot(s)
+        """Append the fresh boxes of slot ``s`` of ``cache`` as part ``seq`` of its page;
+        compact the page's parts into one if it has MAX_PARTS."""
+        table, page, _, _ = cache.slot(s)
         key = table_keys[table]
         geo = cache.geometry(table)
         tid = ids.get(key)
         if tid is None:
             tid = ids[key] = self._table_id(key, geo[1])
         pb = _page_bytes(page)
-        row = self.conn.execute("SELECT version, data FROM pages WHERE tbl = ? AND page = ?",
-                                (tid, pb)).fetchone()
-        merged = None
-        if row is not None and row[0] != version:
-            lo, hi, values = self._decode(row[1], key, geo[1], page)
-            try:
-                merged = MemoTable.from_arrays(lo, hi, values)
-            except ValueError as e:
-                raise DatabaseError(f"{self.path} is corrupt ({e})") from None
-            merged.merge_dims = cache.new_table(table).merge_dims
-            # Every stored value is optimal at its points: ours over theirs is too.
-            for a, b, v in zip(*cache.arrays(s)):
+        arrays = cache.fresh_arrays(s)
+        parts = self.conn.execute("SELECT count(*) FROM pages WHERE tbl = ? AND page = ?",
+                                  (tid, pb)).fetchone()[0]
+        replaces = parts + 1 >= MAX_PARTS
+        if replaces:
+            merged = cache.new_table(table)
+            for (data,) in self.conn.execute(
+                    "SELECT data FROM pages WHERE tbl = ? AND page = ? ORDER BY version",
+                    (tid, pb)).fetchall():
+                for a, b, v in zip(*self._decode(data, key, geo[1], page)):
+                    merged.put(a, b, v)
+            for a, b, v in zip(*arrays):
                 merged.put(a, b, v)
             arrays = merged.to_arrays()
-        else:
-            arrays = cache.arrays(s)
+            self.conn.execute("DELETE FROM pages WHERE tbl = ? AND page = ?", (tid, pb))
+        blob = pageblob.encode(*arrays)
         self.conn.execute("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?)",
-                          (tid, pb, seq, len(arrays[0]), pageblob.encode(*arrays)))
-        cache.saved(s, seq, merged)
+                          (tid, pb, seq, len(arrays[0]), blob))
+        cache.saved(s, seq, self._frozen(blob, key, geo[1], page), replaces)
 
     def _table_id(self, key: tuple, blocks: tuple[int, ...]) -> int:
         from morello.coords import point_len
@@ -721,18 +728,19 @@ class _Walker(Store):
         return out
 
     def pages_of(self, tid: int, ndim: int):
-        """(page, blob) of every page of table ``tid``, one at a time (DatabaseError for a
-        malformed page key or version)."""
-        for (v,) in self._q("SELECT version FROM pages WHERE tbl = ?", (tid,)):
-            self._version(v)
-        cur = self.conn.execute("SELECT page FROM pages WHERE tbl = ? ORDER BY page", (tid,))
+        """(page, blob) of every part of every page of table ``tid``, one at a time, by
+        page and oldest part first (DatabaseError for a malformed page key or version)."""
+        cur = self.conn.execute("SELECT page, version FROM pages WHERE tbl = ? ORDER BY "
+                                "page, version", (tid,))
         try:
-            keys = [row[0] for row in cur.fetchall()]
+            keys = cur.fetchall()
         except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
             raise DatabaseError(f"{self.path} is corrupt or unreadable ({_reason(e)})") \
                 from None
-        for pb in keys:
-            rows = self._q("SELECT data FROM pages WHERE tbl = ? AND page = ?", (tid, pb))
+        for pb, v in keys:
+            self._version(v)
+            rows = self._q("SELECT data FROM pages WHERE tbl = ? AND page = ? AND "
+                           "version = ?", (tid, pb, v))
             if rows:
                 yield self._page_coords(pb, ndim), rows[0][0]
 
@@ -764,12 +772,14 @@ def stats(path) -> dict:
             tables = {}
             boxes = covered = npages = 0
             for tid, key, blocks in w.tables_of(ctx):
-                tb = tc = tp = 0
+                tb = tc = 0
+                seen = set()
                 for page, blob in w.pages_of(tid, point_len(key)):
                     lo, hi, values = w._decode(blob, key, blocks, page, tgt)
                     tb += len(lo)
-                    tc += MemoTable.from_arrays(lo, hi, values).covered()
-                    tp += 1
+                    tc += MemoTable.from_arrays(lo, hi, values).covered()  # parts may overlap
+                    seen.add(page)
+                tp = len(seen)
                 tables["/".join(map(str, (key[0], *key[1], *key[2], key[3])))] = {
                     "pages": tp, "boxes": tb}
                 boxes, covered, npages = boxes + tb, covered + tc, npages + tp
@@ -817,6 +827,7 @@ def check(path) -> dict:
                     try:
                         lo, hi, values = w._decode(blob, key, blocks, page, tgt)
                         MemoTable.from_arrays(lo, hi, values)
+                        w._frozen(blob, key, blocks, page, tgt)
                         boxes += len(lo)
                     except (DatabaseError, ValueError) as e:
                         bad.append(f"{key[0]} page {page}: {e}")
