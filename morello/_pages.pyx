@@ -4,19 +4,16 @@ A table's points are cut into pages along each coordinate by that coordinate's *
 a block b > 0 cuts it into runs of b values (page ``x // b``), a block -1 - s < 0 into
 runs that double after a first run of 2^s values (block -4: {0..7}, {8..15}, {16..31},
 ...: fine pages for small sizes, few for large ones), and 0 leaves it unpaged (every page
-spans all of it). Each page
-is a MemoTable of its own, so a search reads only the pages its Specs touch and a save
-writes only the pages it changed.
+spans all of it). A search reads only the pages its Specs touch, and a save writes only
+what it added.
 
-States of a page (a *slot*):
-
-* known: the store holds it (``register``), not loaded; ``find`` loads it through the
-  Python ``loader(table, page)``, which returns it as a MemoTable it validated;
-* loaded and clean: in the LRU list, dropped when the loaded bytes exceed ``capacity``
-  (the budget counts clean pages only: dirty pages are pinned until saved);
-* dirty: changed by ``put`` since it was loaded, pinned until ``saved``. A save that
-  finds a newer version written by another process puts this page's boxes into it:
-  every stored value is optimal at its points, so the union, ours over theirs, is too.
+A page (a *slot*) has *parts*: the stored ones (each a validated FrozenPage, or a
+MemoTable, newest first), loaded together through the Python ``loader(table, page)``
+when a lookup first needs them and dropped least-recently-used when the loaded bytes
+exceed ``capacity``; and a *fresh* MemoTable of the boxes put since the last save, pinned
+until the store writes it as a new part (``saved``). Puts never read the stored parts.
+A lookup tries the fresh part, then the stored ones, newest first: every stored value is
+optimal at its points, so any part holding a point answers it.
 
 Finds of pages the store does not have are answered by one hash probe, and finds in a
 table without pages by none: a search into an empty database pays almost nothing here.

@@ -24,7 +24,8 @@ one new *part* per page the search added to: the part holds only the new boxes, 
 save costs what the search added, not the size of the pages it touched, and writers
 never overwrite each other (concurrent writers lose nothing). A page's parts are read
 newest first; every stored value is optimal at its points, so any part that holds a
-point answers it. When a page has MAX_PARTS parts, a save compacts them into one. SQLite's write-ahead log gives atomic commits: a process killed at
+point answers it. When a page has MAX_PARTS parts, a save compacts them into one.
+SQLite's write-ahead log gives atomic commits: a process killed at
 any point leaves the file as of its last commit.
 
 Safe to open from someone else: the file must be a regular file holding exactly this
