@@ -60,11 +60,11 @@ _WRITE = textwrap.dedent("""
     t0 = time.perf_counter()
     eng.solve(morello.matmul(*shape))
     t1 = time.perf_counter()
-    pages = sess.store.save(eng.pages, eng.table_keys, {{}}, None, eng.store_ids,
+    pages = sess.store.save(eng.pages, eng.table_keys, {}, None, eng.store_ids,
                             eng.persist)
     t2 = time.perf_counter()
-    print(json.dumps({{"search": t1 - t0, "write": t2 - t1, "pages": pages,
-                      "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+    print(json.dumps({"search": t1 - t0, "write": t2 - t1, "pages": pages,
+                      "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """)
 
 
@@ -137,7 +137,7 @@ def main() -> int:
         fill_seconds += r["seconds"]
         print(f"\r  {i + 1}/{len(shapes)} {s} {r['seconds']:.2f} s", end="", file=sys.stderr)
     print(file=sys.stderr)
-    if not args.no_big and not args.full:
+    if not args.no_big:
         print("adding 1024^3 (timed in parts) ...", file=sys.stderr)
         p = subprocess.run([sys.executable, "-c", _WRITE, json.dumps([1024] * 3), str(full)],
                            capture_output=True, text=True, cwd=tempfile.gettempdir(),
