@@ -40,7 +40,6 @@ import random
 import shutil
 import signal
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
@@ -52,11 +51,12 @@ import morello  # noqa: E402
 from morello import api  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from dbprocs import (  # noqa: E402
+from dbprocs import (
     Watched,
     morello_cmd,
     roots_in,
     run_concurrent_writers,
+    run_outside,  # noqa: E402
     spec_text,
     stray_files,
 )
@@ -65,7 +65,7 @@ TIMEOUT = 600  # seconds any subprocess may take before it is called hung
 KILL_SIZES = (24, 32, 40, 48, 56)
 
 def db_check(path: Path) -> tuple[bool, str]:
-    r = subprocess.run(morello_cmd("db", "check", "--db", str(path)),
+    r = run_outside(morello_cmd("db", "check", "--db", str(path)),
                        capture_output=True, text=True, timeout=TIMEOUT)
     return r.returncode == 0, (r.stdout + r.stderr).strip()
 
@@ -151,7 +151,7 @@ def phase_writers(path: Path, nprocs: int, rounds: int, rng: random.Random) -> d
 # ---- phase 2 ---------------------------------------------------------------------------
 
 def phase_kills(path: Path, kills: int, rng: random.Random, log) -> dict:
-    r = subprocess.run(morello_cmd("synth", "matmul", "16", "16", "16", "-q", "--db",
+    r = run_outside(morello_cmd("synth", "matmul", "16", "16", "16", "-q", "--db",
                                    str(path)), capture_output=True, text=True,
                        timeout=TIMEOUT)
     if r.returncode != 0:

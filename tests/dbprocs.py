@@ -7,6 +7,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -27,6 +28,20 @@ for s in shapes:
     print(json.dumps({"shape": s, "cost": p.cost, "solved": p.stats.specs_solved}),
           flush=True)
 """
+
+
+# Children run outside the source tree, so that they import the installed (built) morello.
+RUN_DIR = tempfile.gettempdir()
+
+
+def run_outside(*args, **kw) -> subprocess.CompletedProcess:
+    """``subprocess.run`` in RUN_DIR."""
+    return subprocess.run(*args, cwd=RUN_DIR, **kw)
+
+
+def popen_outside(*args, **kw) -> subprocess.Popen:
+    """``subprocess.Popen`` in RUN_DIR."""
+    return subprocess.Popen(*args, cwd=RUN_DIR, **kw)
 
 
 def morello_cmd(*args: str) -> list[str]:
@@ -65,7 +80,7 @@ class Watched:
         self.t0 = time.monotonic()
         self.timeout = timeout
         self.ended: float | None = None
-        self.proc = subprocess.Popen(
+        self.proc = popen_outside(
             morello_cmd("synth", "matmul", *map(str, shape), "--db", str(path)),
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.saving = threading.Event()
@@ -123,7 +138,7 @@ def run_concurrent_writers(path: Path, plan: list[list[tuple]], cli_procs: set[i
         while not gate.exists():
             time.sleep(0.002)
         for s in shapes:
-            r = subprocess.run(morello_cmd("synth", "matmul", *map(str, s), "-q", "--db",
+            r = run_outside(morello_cmd("synth", "matmul", *map(str, s), "-q", "--db",
                                            str(path)),
                                capture_output=True, text=True, timeout=timeout)
             with lock:
@@ -139,7 +154,7 @@ def run_concurrent_writers(path: Path, plan: list[list[tuple]], cli_procs: set[i
             t.start()
             threads.append(t)
         else:
-            procs.append(subprocess.Popen(
+            procs.append(popen_outside(
                 [sys.executable, "-c", LOOP_SCRIPT, str(path), str(gate),
                  json.dumps([list(s) for s in shapes])],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))

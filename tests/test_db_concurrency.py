@@ -21,7 +21,16 @@ import time
 from pathlib import Path
 
 import pytest
-from dbprocs import Watched, morello_cmd, roots_in, run_concurrent_writers, spec_text, stray_files
+from dbprocs import (
+    Watched,
+    morello_cmd,
+    popen_outside,
+    roots_in,
+    run_concurrent_writers,
+    run_outside,
+    spec_text,
+    stray_files,
+)
 
 import morello
 from morello import api
@@ -41,7 +50,7 @@ def _fresh_sessions():
 # ---- helpers -------------------------------------------------------------------------
 
 def db_check(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(morello_cmd("db", "check", "--db", str(path)),
+    return run_outside(morello_cmd("db", "check", "--db", str(path)),
                           capture_output=True, text=True, timeout=TIMEOUT)
 
 
@@ -204,7 +213,7 @@ def test_long_lived_process_sees_what_others_saved(tmp_path):
     path = tmp_path / "shared.sqlite"
     first = morello.synthesize(morello.matmul(*a), db=path)  # the session stays open
     assert first.stats.specs_solved > 0
-    r = subprocess.run(morello_cmd("synth", "matmul", *map(str, b), "-q", "--db",
+    r = run_outside(morello_cmd("synth", "matmul", *map(str, b), "-q", "--db",
                                    str(path)),
                        capture_output=True, text=True, timeout=TIMEOUT)
     assert r.returncode == 0, r.stderr
@@ -233,7 +242,7 @@ def kill_campaign(tmp_path: Path, kills: int, seed: int, check_every_root: bool)
     rng = random.Random(seed)
     path = tmp_path / "killed.sqlite"
     # A file with committed results to begin with.
-    r = subprocess.run(morello_cmd("synth", "matmul", "16", "16", "16", "-q", "--db",
+    r = run_outside(morello_cmd("synth", "matmul", "16", "16", "16", "-q", "--db",
                                    str(path)), capture_output=True, text=True,
                        timeout=TIMEOUT)
     assert r.returncode == 0, r.stderr
@@ -247,7 +256,7 @@ def kill_campaign(tmp_path: Path, kills: int, seed: int, check_every_root: bool)
         if i % 3 == 2:  # a search left to finish, between kills: more roots at stake
             shape = next(s for s in shapes if spec_text(s) not in held)
             shapes.remove(shape)
-            r = subprocess.run(morello_cmd("synth", "matmul", *map(str, shape), "-q",
+            r = run_outside(morello_cmd("synth", "matmul", *map(str, shape), "-q",
                                            "--db", str(path)),
                                capture_output=True, text=True, timeout=TIMEOUT)
             assert r.returncode == 0, r.stderr
@@ -312,7 +321,7 @@ def test_sigterm_and_sighup_save_what_was_solved(tmp_path, signum):
     path = tmp_path / "stopped.sqlite"
     spec = morello.matmul(256, 256, 256)
     t0 = time.monotonic()
-    proc = subprocess.Popen(morello_cmd("synth", "matmul", "256", "256", "256", "--db",
+    proc = popen_outside(morello_cmd("synth", "matmul", "256", "256", "256", "--db",
                                         str(path)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     # Wait until the search runs (its first progress line), and at least 1.5 s.
