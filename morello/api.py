@@ -17,12 +17,11 @@ import numpy as np
 
 from morello import db as dbmod
 from morello import layouts
-from morello._pages import PageCache
 from morello.dtypes import SUPPORTED, Dtype, parse_dtype
 from morello.errors import DatabaseError, MorelloError, SpecError
 from morello.impl import Impl, reconstruct, replay
 from morello.memory import Level, Target, parse_target
-from morello.search import NVALUES, Engine, SearchStats
+from morello.search import Engine, SearchStats
 from morello.specs import KINDS, PrimKind, Spec, operand_shapes, reduction_dims
 from morello.tensorspec import fresh
 
@@ -187,8 +186,7 @@ class _Session:
         eng = self._engine
         try:
             if eng is None:
-                pages = PageCache(NVALUES, 0, lambda i, p: None)
-                written = self.store.save(pages, [], self.roots, stats)
+                written = self.store.save(None, [], self.roots, stats)
             else:
                 written = self.store.save(eng.pages, eng.table_keys, self.roots, stats,
                                           eng.store_ids, eng.persist)

@@ -522,7 +522,8 @@ class Store:
     def save(self, cache, table_keys: list, roots: dict, stats: dict | None = None,
              engine_ids: dict | None = None, persist=None) -> int:
         """Write, in one transaction, the dirty pages of ``cache`` (a ``PageCache`` whose
-        table i has key ``table_keys[i]``) and ``roots`` (Spec text -> (trace, cost));
+        table i has key ``table_keys[i]``, or None for roots alone) and ``roots`` (Spec
+        text -> (trace, cost));
         return the pages written. ``persist(flush)``, if given, fills the cache inside the
         transaction (``Solver.persist``), calling ``flush()`` after each page, which writes
         and releases it. ``engine_ids`` (key -> table id) is updated with new tables.
@@ -537,14 +538,14 @@ class Store:
 
             def flush() -> None:
                 nonlocal written
-                for s in cache.take_dirty():
+                for s in (cache.take_dirty() if cache is not None else []):
                     self._write_page(cache, table_keys, s, seq, ids)
                     written += 1
 
             if persist is not None:
                 persist(flush)
             flush()
-            for s in cache.dirty():  # dirty before this save began
+            for s in (cache.dirty() if cache is not None else []):  # dirty before this save
                 self._write_page(cache, table_keys, s, seq, ids)
                 written += 1
             for text, (trace, cost) in roots.items():

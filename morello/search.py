@@ -182,17 +182,6 @@ class Engine:
         for key, page, version in store.changes(self.store_ids):
             self.pages.register(self._table_index[key], page, version)
 
-    def export(self) -> dict[tuple, tuple]:
-        """Every table's boxes as ``(lo, hi, values)`` arrays (all its pages)."""
-        import numpy as np
-
-        out = {}
-        for i, key in enumerate(self.table_keys):
-            parts = [self.pages.arrays(s) for s in self.pages.slots_of(i)]
-            if parts:
-                out[key] = tuple(np.concatenate([p[j] for p in parts]) for j in range(3))
-        return out
-
     # -- identities ----------------------------------------------------------------
     def form_of(self, kind: PrimKind, params: tuple, rank: int) -> int:
         """The form id of ``kind`` with ``params`` at ``rank``, packing its tables (and
