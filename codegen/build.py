@@ -55,54 +55,109 @@ def compile_c(source: str, target_flags: tuple[str, ...], openmp: bool = False) 
 
 
 class CompiledProgram:
-    """A loaded program: ``fn(*inputs, out=None)`` runs it on numpy arrays."""
+    """A loaded program: ``fn(*inputs, out=None)`` runs it on arrays.
 
-    def __init__(self, path: Path, operand_shapes, dtypes, n_inputs: int) -> None:
+    Inputs are numpy arrays, or anything ``numpy.asarray`` takes without copying
+    element types (objects with ``__array__`` or the buffer protocol), of exactly the
+    operand's dtype (no silent conversion) and shape (a leading batch of 1 may be left
+    out). Inputs that are not C-contiguous and aligned (Fortran order, strided views,
+    offset buffers) are copied first; so is an input that overlaps ``out``, so
+    ``fn(x, y, out=x)`` is correct. ``out``, if given, must be a writeable,
+    C-contiguous, aligned numpy array of the output's dtype and shape. Misuse raises
+    ``ValueError`` with one line; ``MemoryError`` if the kernel cannot allocate."""
+
+    def __init__(self, path: Path, operand_shapes, dtypes, n_inputs: int,
+                 names: tuple[str, ...] | None = None) -> None:
         self.path = path
         self.lib = ctypes.CDLL(str(path))
         self.shapes = [tuple(s) for s in operand_shapes]
         self.dtypes = [np.dtype(d) for d in dtypes]
         self.n_inputs = n_inputs
+        self.names = tuple(names) if names else tuple(f"operand {i}"
+                                                      for i in range(len(self.shapes)))
         ptr = ctypes.c_void_p
         self._kernel = self.lib.kernel
         self._kernel.argtypes = [ptr] * len(self.shapes)
-        self._kernel.restype = None
+        self._kernel.restype = ctypes.c_int
         self._bench = self.lib.bench
         self._bench.argtypes = [ptr] * len(self.shapes) + [ctypes.c_long]
         self._bench.restype = ctypes.c_double
 
-    def _check(self, i: int, a) -> np.ndarray:
-        if not isinstance(a, np.ndarray):
-            raise ValueError(f"operand {i} must be a numpy array, got {type(a).__name__}")
-        if a.dtype != self.dtypes[i]:
-            raise ValueError(f"operand {i} has dtype {a.dtype}, expected {self.dtypes[i]}")
+    def _array(self, i: int, a) -> np.ndarray:
+        if isinstance(a, np.ndarray):
+            return a
+        if hasattr(a, "__array__") or _has_buffer(a):
+            try:
+                return np.asarray(a)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{self.names[i]}: cannot view {type(a).__name__} as an "
+                                f"array ({str(e)[:100]})") from None
+        raise ValueError(f"{self.names[i]} must be an array (numpy, or anything with "
+                        f"__array__ or the buffer protocol), got {type(a).__name__}")
+
+    def _check(self, i: int, a: np.ndarray) -> None:
+        want = self.dtypes[i]
+        if a.dtype != want:
+            order = " (byte-swapped)" if a.dtype.newbyteorder() == want else ""
+            raise ValueError(f"{self.names[i]} has dtype {a.dtype}{order}, expected {want} "
+                             f"(convert with .astype(numpy.{want}))")
         shape = self.shapes[i]
-        if not (a.shape == shape or (shape[0] == 1 and a.shape == shape[1:])):
-            raise ValueError(f"operand {i} has shape {a.shape}, expected {shape}")
-        if not a.flags.c_contiguous:
-            a = np.ascontiguousarray(a)
-        return a
+        if not (a.shape == shape or (len(shape) > 1 and shape[0] == 1
+                                     and a.shape == shape[1:])):
+            raise ValueError(f"{self.names[i]} has shape {a.shape}, expected {shape}"
+                             + (f" or {shape[1:]}" if len(shape) > 1 and shape[0] == 1
+                                else ""))
 
     def _args(self, inputs, out):
         if len(inputs) != self.n_inputs:
             raise ValueError(f"expected {self.n_inputs} inputs, got {len(inputs)}")
-        arrs = [self._check(i, a) for i, a in enumerate(inputs)]
+        arrs = []
+        for i, a in enumerate(inputs):
+            a = self._array(i, a)
+            self._check(i, a)
+            arrs.append(a)
         oshape = self.shapes[-1]
+        o = len(self.shapes) - 1
         if out is None:
-            squeeze = arrs and arrs[0].ndim == len(oshape) - 1
+            squeeze = (arrs[0].ndim == len(oshape) - 1) if arrs else False
             out = np.empty(oshape[1:] if squeeze else oshape, self.dtypes[-1])
         else:
-            if not out.flags.c_contiguous or not out.flags.writeable:
-                raise ValueError("out must be a writeable C-contiguous array")
-            self._check(len(self.shapes) - 1, out)
+            if not isinstance(out, np.ndarray):
+                raise ValueError(f"out must be a numpy array, got {type(out).__name__}")
+            self._check(o, out)
+            if not (out.flags.c_contiguous and out.flags.aligned):
+                raise ValueError("out must be C-contiguous and aligned")
+            if not out.flags.writeable:
+                raise ValueError("out must be writeable")
+        # The kernel reads inputs while it writes out: an overlapping input is copied
+        # first. So is one that is not C-contiguous and aligned.
+        for i, a in enumerate(arrs):
+            if not (a.flags.c_contiguous and a.flags.aligned) \
+                    or np.may_share_memory(a, out):
+                arrs[i] = np.array(a, order="C", copy=True)
         return arrs, out
 
     def __call__(self, *inputs, out=None) -> np.ndarray:
         arrs, out = self._args(inputs, out)
-        self._kernel(*[a.ctypes.data for a in arrs], out.ctypes.data)
+        if self._kernel(*[a.ctypes.data for a in arrs], out.ctypes.data) != 0:
+            raise MemoryError("the kernel could not allocate its buffers")
         return out
 
     def time(self, *inputs, iters: int = 10, out=None) -> float:
-        """Seconds per call, measured inside C over ``iters`` calls."""
+        """Seconds per call, measured inside C over ``iters`` calls (1 to 10^6)."""
+        from morello.limits import check_repeats
+
+        iters = check_repeats("iters", iters)
         arrs, out = self._args(inputs, out)
-        return float(self._bench(*[a.ctypes.data for a in arrs], out.ctypes.data, iters))
+        secs = float(self._bench(*[a.ctypes.data for a in arrs], out.ctypes.data, iters))
+        if secs < 0:
+            raise MemoryError("the kernel could not allocate its buffers")
+        return secs
+
+
+def _has_buffer(a) -> bool:
+    try:
+        memoryview(a).release()
+    except TypeError:
+        return False
+    return True

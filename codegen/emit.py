@@ -197,10 +197,20 @@ class _Emitter:
                 return new_ref
             return refs[a]
 
+        heap = buf is not None and not buf.registers
+        if heap:
+            assert buf is not None
+            # A failed allocation skips the block and makes kernel() return nonzero (in
+            # a parallel loop, other iterations go on; the output is then not defined).
+            self.w.open(f"if ({buf.name} == NULL) {{")
+            self.w.line("__atomic_store_n(&morello_status, MORELLO_ENOMEM, __ATOMIC_RELAXED);")
+            self.w.reopen("} else {")
         for child, args in zip(impl.children, node.steps):
             self.emit(child, tuple(ref(a) for a in args))
-        if buf is not None and not buf.registers:
+        if heap:
+            assert buf is not None
             self.w.line(f"free({buf.name});")
+            self.w.close()
 
     def _declare(self, new: TensorSpec) -> Buffer:
         """Declare a buffer for ``new``: vector or scalar register variables, or a
@@ -243,11 +253,13 @@ def _pack_split(refs, dims, size: int, full: int) -> int | None:
 
 
 def emit_c(impl: Impl, target: Target | None = None, threads: int = 1) -> str:
-    """A C translation unit with ``void kernel(...)`` and ``double bench(..., iters)``.
+    """A C translation unit with ``int kernel(...)`` and ``double bench(..., iters)``.
 
     The parameters are the Spec's operands, named by the kind table (``lhs``, ``rhs``,
-    ``out``, ...); written operands are not ``const``. Parallel loops run on ``threads``
-    OpenMP threads. ``target`` defaults to AVX2."""
+    ``out``, ...); written operands are not ``const``. ``kernel`` returns 0, or
+    ``MORELLO_ENOMEM`` (1) if a buffer could not be allocated (the output is then not
+    defined); ``bench`` returns seconds per call, or -1 if a call failed. Parallel loops
+    run on ``threads`` OpenMP threads. ``target`` defaults to AVX2."""
     if target is None:
         from morello.memory import AVX2
         target = AVX2
@@ -265,8 +277,10 @@ def emit_c(impl: Impl, target: Target | None = None, threads: int = 1) -> str:
         params.append(f"{const}{t.dtype.c_type} *restrict {nm}")
         refs.append(Ref(Buffer(nm, t, False), (Affine(),) * len(t.shape)))
     signature = ", ".join(params)
-    with e.w.block(f"void kernel({signature}) {{"):
+    with e.w.block(f"int kernel({signature}) {{"):
+        e.w.line("int morello_status = 0;")
         e.emit(impl, tuple(refs))
+        e.w.line("return morello_status;")
     body = str(e.w)
     out = Writer()
     out.lines(partial("prelude.c"))
@@ -280,7 +294,7 @@ def emit_c(impl: Impl, target: Target | None = None, threads: int = 1) -> str:
     with out.block(f"double bench({signature}, long iters) {{"):
         out.line("double t0 = morello_now();")
         with out.block("for (long it = 0; it < iters; it++) {"):
-            out.line(f"kernel({args});")
+            out.line(f"if (kernel({args}) != 0) return -1.0;")
             out.line('__asm__ volatile("" ::: "memory");')
         out.line("return (morello_now() - t0) / (double)iters;")
     return str(out)

@@ -16,6 +16,21 @@ class Writer:
         for t in text.splitlines():
             self.line(t)
 
+    def open(self, text: str) -> None:
+        """A line that opens a brace (what follows is indented one step deeper)."""
+        self.line(text)
+        self._depth += 1
+
+    def close(self, text: str = "}") -> None:
+        self._depth -= 1
+        self.line(text)
+
+    def reopen(self, text: str) -> None:
+        """A line that closes a brace and opens another, e.g. ``} else {``."""
+        self._depth -= 1
+        self.line(text)
+        self._depth += 1
+
     @contextlib.contextmanager
     def block(self, opener: str, closer: str = "}"):
         self.line(opener)

@@ -15,7 +15,15 @@ Embedding API::
     # Some actions by hand, the rest searched (see morello.schedule):
     prog = morello.schedule(spec, [morello.TileOut(dim=1, size=16)])
 """
-from morello.api import (
+import importlib.util as _importlib_util
+
+if _importlib_util.find_spec("morello._graph") is None:  # a source tree, not built
+    raise ImportError(
+        f"morello's compiled core is not built in {__path__[0]}: this is a source tree "
+        "(a clone's root is first on sys.path). Run from another directory to use the "
+        "installed morello, or build it here with `pip install -e .`")
+
+from morello.api import (  # noqa: E402 (after the check above)
     DatabaseWarning,
     Program,
     add,

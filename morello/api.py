@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from morello import db as dbmod
-from morello import layouts
+from morello import layouts, limits
+from morello.cost import MAX_COST
 from morello.dtypes import SUPPORTED, Dtype, parse_dtype
 from morello.errors import DatabaseError, MorelloError, SpecError
 from morello.impl import Impl, reconstruct, replay
@@ -28,26 +29,39 @@ from morello.tensorspec import fresh
 
 def _size(name: str, v) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise SpecError(f"{name} must be an integer, got {v!r}")
-    if v < 1:
-        raise SpecError(f"{name} must be >= 1, got {v}")
-    return int(v)
+        raise SpecError(f"{name} must be an integer, got {_short_repr(v)}")
+    return limits.check_size(name, int(v))
+
+
+def _short_repr(v) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
 
 
 def _spec(kind: PrimKind, shape: tuple[int, ...], params: tuple, dtype, serial: bool,
           target) -> Spec:
     """A Spec of ``kind`` over row-major operands in main memory."""
-    dt = parse_dtype(dtype) if isinstance(dtype, str) else dtype
+    dt = parse_dtype(dtype)
     if dt not in SUPPORTED:
         raise SpecError(f"dtype {dt} is not supported yet for {kind.title} (supported: "
                         f"{', '.join(d.short for d in SUPPORTED)})")
-    tgt = parse_target(target) if isinstance(target, str) else target
+    tgt = _target(target)
     reason = KINDS[kind].check_params(len(shape), params)
     if reason:
         raise SpecError(reason)
+    limits.check_points(kind.title, shape)
     ops = tuple(fresh(s, dt, Level.GL, layouts.row_major(len(s)))
                 for s in operand_shapes(kind, shape, params))
     return Spec(kind, shape, ops, serial, tgt.max_limits(), params)
+
+
+def _target(target, threads: int = 1, calibration: str | None = None) -> Target:
+    if isinstance(target, Target):
+        return target
+    if not isinstance(target, str):
+        raise SpecError(f"target must be a target name such as 'avx2' or a Target, got "
+                        f"{_short_repr(target)}")
+    return parse_target(target, threads, calibration)
 
 
 def _shape(sizes, names: str = "dim") -> tuple[int, ...]:
@@ -245,9 +259,37 @@ class Program:
     synthesis_seconds: float
     _c: str | None = field(default=None, repr=False)
 
+    def __repr__(self) -> str:
+        return (f"<Program {self.spec.logical_str()} on {self.target.name}: cost "
+                f"{self.cost}, {sum(1 for _ in self.impl.walk())} Impl nodes>")
+
     @property
     def cost(self) -> int:
         return self.impl.cost.main
+
+    def operand_bytes(self) -> int:
+        """Bytes of the Spec's operands (what a caller allocates)."""
+        return sum(o.bytes for o in self.spec.operands)
+
+    def buffer_bytes(self) -> int:
+        """Bytes of the heap buffers the program allocates, summed over every buffer
+        of the tree (an upper bound of what is live at once)."""
+        total = 0
+        for node in self.impl.walk():
+            alloc = getattr(node.action.apply(node.spec, self.target), "alloc", None)
+            if alloc is not None and not alloc.level.counts_registers:
+                total += alloc.bytes
+        return total
+
+    def too_large_to_run(self) -> str | None:
+        """Why this program cannot run on this machine (its operands, a numpy
+        reference and its buffers do not fit in available memory), or None."""
+        return limits.too_large_to_run(self.memory_to_run())
+
+    def memory_to_run(self) -> int:
+        """Bytes that running and verifying it needs: the operands, a numpy reference
+        of the output, random inputs drawn in float64, and the program's buffers."""
+        return self.operand_bytes() * 3 + self.buffer_bytes()
 
     @property
     def c_source(self) -> str:
@@ -269,10 +311,11 @@ class Program:
             raise MorelloError(f"{self.spec.kind.title}: only programs whose output is "
                                "the last operand can be called")
         return CompiledProgram(path, [o.shape for o in ops], [o.dtype.np for o in ops],
-                               len(ops) - 1)
+                               len(ops) - 1, KINDS[self.spec.kind].operands)
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
         """Inputs in [-1, 1), one per operand before the output."""
+        limits.check_runnable(self.memory_to_run(), self.spec.logical_str())
         rng = np.random.default_rng(seed)
         return [rng.uniform(-1, 1, size=o.shape).astype(o.dtype.np)
                 for o in self.spec.operands[:-1]]
@@ -313,7 +356,12 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
     ``calibration``: the cost constants, ``"builtin"`` or a calibration file (default: see
     ``morello.memory.parse_target``).
     """
-    tgt = parse_target(target, threads, calibration) if isinstance(target, str) else target
+    if not isinstance(spec, Spec):
+        raise SpecError(f"synthesize takes a Spec (from morello.matmul, morello.add, ...), "
+                        f"got {type(spec).__name__}")
+    limits.check_threads(threads)
+    tgt = _target(target, threads, calibration)
+    limits.check_points(spec.kind.title, spec.shape)
     db_path = dbmod.resolve(db)
     spec = spec.canonical()
     t0 = time.perf_counter()
@@ -347,6 +395,9 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
             sess.drop_engine()
             reason = f"a sub-Spec has no result: {e}" if isinstance(e, KeyError) else str(e)
             raise _corrupt(db_path, spec, reason[:300]) from None
+        if impl.cost.main >= MAX_COST:
+            raise SpecError(f"the cost of {spec.logical_str()} overflows the cost model "
+                            "(saturated at 2^62): refused")
         if impl.cost.main != sol.cost.main:
             sess.drop_engine()
             raise _corrupt(db_path, spec, "the program they give does not cost what they "

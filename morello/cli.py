@@ -6,7 +6,7 @@ import json
 import sqlite3
 import sys
 
-from morello import timing
+from morello import limits, timing
 from morello.errors import MorelloError
 
 EPILOG = """\
@@ -35,21 +35,41 @@ $XDG_CACHE_HOME/morello/results-v11.sqlite) and reused by later searches, for an
 shape; --db chooses another file. One file holds results for every target, thread
 count, set of cost constants and version of the action table, each apart. Several
 processes may search into one file at once; a read-only file answers what it holds.
+
+Numbers are ASCII decimal integers (no Unicode digits, '_' or spaces). A Spec may have at
+most 2^50 points (the product of its sizes): beyond that the cost model's costs would
+overflow. A program too large for this machine's memory can be synthesized and emitted
+(with a note); run and bench refuse it before searching.
 """
 
 OPS = ("matmul", "add", "mul", "relu", "fill", "broadcast", "max", "sum")  # api.OPERATIONS
 
 
+def _int(text: str) -> int:
+    try:
+        return limits.parse_int(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _float(text: str) -> float:
+    try:
+        return limits.parse_float(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _add_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("op", choices=OPS, metavar="OP",
                    help=f"the operation: {', '.join(OPS)} (see `morello --help`)")
-    p.add_argument("sizes", type=int, nargs="+", metavar="SIZE",
+    p.add_argument("sizes", type=_int, nargs="+", metavar="SIZE",
                    help="matmul: M K N; the others: the tensor's 1 to 4 sizes")
-    p.add_argument("--batch", type=int, default=1, metavar="B",
+    p.add_argument("--batch", type=_int, default=1, metavar="B",
                    help="matmul only: B independent matmuls (default 1)")
-    p.add_argument("--dim", type=int, default=None, metavar="D",
-                   help="max, sum: the dim reduced; broadcast: the dim repeated")
-    p.add_argument("--value", type=float, default=0.0, metavar="V",
+    p.add_argument("--dim", type=_int, default=None, metavar="D",
+                   help="max, sum: the dim reduced (negative counts from the end); "
+                        "broadcast: the dim repeated")
+    p.add_argument("--value", type=_float, default=0.0, metavar="V",
                    help="fill only: the value, 0 or -inf (write --value=-inf; default 0)")
     p.add_argument("--dtype", default="f32", help="element type (default f32)")
     p.add_argument("--target", default="avx2", help="target ISA (default avx2)")
@@ -57,9 +77,9 @@ def _add_spec_args(p: argparse.ArgumentParser) -> None:
                    help="database file to read and extend (default: "
                         "$XDG_CACHE_HOME/morello/results-v11.sqlite); a read-only file is "
                         "read, and new results are then kept in memory only")
-    p.add_argument("--threads", type=int, default=1, metavar="N",
+    p.add_argument("--threads", type=_int, default=1, metavar="N",
                    help="threads: parallel loops are searched and run on N OpenMP "
-                        "threads (default 1: serial code)")
+                        f"threads (1 to {limits.MAX_THREADS}; default 1: serial code)")
     _add_calibration_arg(p)
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
 
@@ -77,7 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Synthesize the provably cheapest AVX2 C kernel for a tensor Spec "
                     "(under morello's affine cost model), then build, verify and time it.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from morello import __version__
+
+    parser.add_argument("--version", action="version", version=f"morello {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser("synth", help="print the optimal Impl tree, one line per node "
                        "with its Spec and cost")
     _add_spec_args(p)
@@ -89,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="synthesize, build, verify and time the kernel")
     _add_spec_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--repeats", type=int, default=7, help="timed repeats (default 7)")
+    p.add_argument("--repeats", type=_int, default=7, metavar="R",
+                   help=f"timed repeats (1 to {limits.MAX_REPEATS}; default 7)")
     p = sub.add_parser(
         "db", help="inspect, verify or merge results databases",
         description="The results database is a SQLite file of pages of solved Specs, one "
@@ -102,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="examples:\n  morello db stats\n  morello db stats --db my.sqlite --json\n"
                "  morello db check --db shipped.sqlite\n"
                "  morello db merge a.sqlite b.sqlite -o all.sqlite")
-    dbsub = p.add_subparsers(dest="what", required=True, metavar="ACTION")
+    dbsub = p.add_subparsers(dest="what", metavar="ACTION")
     q = dbsub.add_parser("stats", help="pages, boxes, Specs covered, bytes and the last "
                          "search's page-cache figures, per context")
     q.add_argument("--db", metavar="PATH", default=None,
@@ -132,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="measure and print; write nothing")
     p.add_argument("--quick", action="store_true",
                    help="a twentieth of the measuring time (rougher constants; for tests)")
-    p.add_argument("--runs", type=int, default=3, metavar="R",
+    p.add_argument("--runs", type=_int, default=3, metavar="R",
                    help="measure R times and keep each constant's median (default 3)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
@@ -174,10 +198,17 @@ def _spec(args):
     return make(*args.sizes, **kw)
 
 
-def _program(args):
+def _program(args, run: bool = False):
+    """Synthesize the command's Spec. ``run``: the program is to be run here, so a Spec
+    whose operands cannot fit in memory is refused before the search."""
     import morello
 
+    limits.check_threads(args.threads)
+    if hasattr(args, "repeats"):
+        limits.check_repeats("--repeats", args.repeats)
     spec = _spec(args)
+    if run:
+        limits.check_runnable(3 * sum(o.bytes for o in spec.operands), spec.logical_str())
     import warnings
 
     from morello.api import DatabaseWarning
@@ -196,6 +227,13 @@ def _program(args):
     for w in caught:
         if issubclass(w.category, DatabaseWarning):
             print(f"morello: note: {w.message}", file=sys.stderr)
+    reason = prog.too_large_to_run()
+    if run and reason:
+        raise MorelloError(f"the program {reason}: it can be synthesized and emitted, "
+                           "not run here")
+    if reason:
+        print(f"morello: note: the program {reason}: it can be emitted, not run here",
+              file=sys.stderr)
     return prog
 
 
@@ -219,7 +257,7 @@ def _need_compiler() -> None:
 
 def cmd_run(args) -> int:
     _need_compiler()
-    prog = _program(args)
+    prog = _program(args, run=True)
     fn = prog.compile()
     ok, err = prog.verify(fn)
     print(f"{prog.spec.logical_str()}: {'matches numpy' if ok else 'MISMATCH'} "
@@ -229,7 +267,7 @@ def cmd_run(args) -> int:
 
 def cmd_bench(args) -> int:
     _need_compiler()
-    prog = _program(args)
+    prog = _program(args, run=True)
     fn = prog.compile()
     ok, err = prog.verify(fn)
     flops = prog.spec.flops()
@@ -267,6 +305,9 @@ def cmd_db(args) -> int:
 
     from morello import db as dbmod
 
+    if args.what is None:
+        raise MorelloError("db needs an action: stats, check or merge "
+                           "(see `morello db --help`)")
     if args.what == "merge":
         result = dbmod.merge([Path(p) for p in args.inputs], Path(args.output))
     else:
@@ -296,8 +337,8 @@ def cmd_calibrate(args) -> int:
 
     if args.target not in TARGETS:
         raise MorelloError(f"unknown target {args.target!r}; known: {', '.join(TARGETS)}")
-    if args.runs < 1:
-        raise MorelloError(f"--runs must be >= 1, got {args.runs}")
+    if not 1 <= args.runs <= 100:
+        raise MorelloError(f"--runs must be from 1 to 100, got {args.runs}")
     path = Path(args.out) if args.out else costs.default_path(args.target)
     if not args.dry_run:
         _check_writable_file(path)
@@ -353,7 +394,13 @@ def _interrupt_on(*signums: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     import signal
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_usage(sys.stderr)
+        print("morello: error: give a command: synth, emit, run, bench, db or calibrate "
+              "(see `morello --help`)", file=sys.stderr)
+        return 2
     _interrupt_on(signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else []))
     try:
         return COMMANDS[args.command](args)

@@ -41,13 +41,28 @@ BY_NAME = {d.short: d for d in Dtype}
 SUPPORTED = (Dtype.F32,)
 
 
-def parse_dtype(name: str) -> Dtype:
-    """Look up a dtype by its short name, e.g. ``"f32"``."""
+def parse_dtype(name) -> Dtype:
+    """A dtype from its short name (``"f32"``), a numpy dtype or type (``np.float32``,
+    ``"float32"``) or a Dtype."""
     from morello.errors import SpecError
 
-    try:
+    if isinstance(name, Dtype):
+        return name
+    if isinstance(name, str) and name in BY_NAME:
         return BY_NAME[name]
-    except KeyError:
-        raise SpecError(
-            f"unknown dtype {name!r}; known: {', '.join(BY_NAME)}"
-        ) from None
+    try:
+        npd = np.dtype(name)
+    except (TypeError, ValueError, SyntaxError):
+        npd = None
+    found = _BY_NUMPY.get(npd.str) if npd is not None and npd.isnative else None
+    if found is None and npd is not None:
+        raise SpecError(f"dtype {npd} is not one of morello's: {', '.join(BY_NAME)}")
+    if found is None:
+        shown = repr(name) if len(repr(name)) <= 40 else repr(name)[:37] + "..."
+        raise SpecError(f"unknown dtype {shown}; known: {', '.join(BY_NAME)} (or their "
+                        "numpy types, e.g. numpy.float32)")
+    return found
+
+
+# numpy dtypes -> Dtype; bf16 has no numpy type of its own (uint16 means u16, not bf16).
+_BY_NUMPY = {np.dtype(d.np_name).str: d for d in Dtype if d is not Dtype.BF16}

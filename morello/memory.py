@@ -147,6 +147,7 @@ def parse_target(name: str, threads: int = 1, calibration: str | None = None) ->
 
     from morello import costs as costsmod
     from morello.errors import SpecError
+    from morello.limits import check_threads
 
     try:
         base = TARGETS[name]
@@ -154,8 +155,7 @@ def parse_target(name: str, threads: int = 1, calibration: str | None = None) ->
         raise SpecError(
             f"unknown target {name!r}; known: {', '.join(TARGETS)}"
         ) from None
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise SpecError(f"threads must be an integer >= 1, got {threads!r}")
+    check_threads(threads)
     if calibration is None:
         calibration = os.environ.get("MORELLO_CALIBRATION") or None
     if calibration is None:

@@ -44,7 +44,7 @@ def test_synth_prints_impl_tree_with_costs(db):
 def test_emit_prints_c_with_kernel_and_harness(db):
     p = morello("emit", "matmul", "3", "5", "2", "--batch", "2", "-q", tmp_db=db)
     assert p.returncode == 0, p.stderr
-    assert "void kernel(const float *restrict lhs" in p.stdout
+    assert "int kernel(const float *restrict lhs" in p.stdout
     assert "double bench(" in p.stdout
     assert "#include <immintrin.h>" in p.stdout
 

@@ -16,3 +16,6 @@
     }
 MORELLO_HREDUCE8(morello_hsum8, _mm_add_ps, _mm_add_ss)
 MORELLO_HREDUCE8(morello_hmax8, _mm_max_ps, _mm_max_ss)
+
+/* What kernel() returns when a buffer could not be allocated. */
+#define MORELLO_ENOMEM 1
