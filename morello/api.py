@@ -23,8 +23,9 @@ from morello.errors import DatabaseError, MorelloError, SpecError
 from morello.impl import Impl, reconstruct, replay
 from morello.memory import Level, Target, parse_target
 from morello.search import Engine, SearchStats
-from morello.specs import KINDS, PrimKind, Spec, operand_shapes, reduction_dims
+from morello.specs import KINDS, PrimKind, Spec, operand_shapes
 from morello.tensorspec import fresh
+from morello.verify import compare
 
 
 def _size(name: str, v) -> int:
@@ -332,15 +333,7 @@ class Program:
         fn = self.compile() if fn is None else fn
         ins = self.random_inputs(seed)
         out = fn(*ins)
-        ref = self.reference(*ins).reshape(out.shape)
-        terms = 1
-        for d in reduction_dims(self.spec.kind, len(self.spec.shape), self.spec.params):
-            terms *= self.spec.shape[d]
-        with np.errstate(invalid="ignore"):  # inf - inf where both are -inf fills
-            diff = np.where(out == ref, 0.0, np.abs(out.astype(np.float64) - ref))
-        err = float(np.max(diff)) if out.size else 0.0
-        ok = bool(np.allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1, terms)))
-        return ok, err
+        return compare(self.spec, out, self.reference(*ins))
 
 
 def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,

@@ -642,8 +642,10 @@ def coordinate_bounds(key: tuple, target) -> list[int]:
     from morello.coords import FAMILIES, _limit_coord, segments
     from morello.memory import LEVELS, NLEVELS
 
+    from morello.limits import MAX_POINTS
+
     family, _, _, rank = key
-    top = {"member": max((m or 0) for m in FAMILIES[family]), "shape": 1 << 40,
+    top = {"member": max((m or 0) for m in FAMILIES[family]), "shape": MAX_POINTS,
            "level": NLEVELS - 1, "layout": 1 << 62, "deficit": 64,
            "vector": len(target.vector_bytes) - 1, "serial": 1}
     limits = [_limit_coord(lvl, u) for lvl, u in zip(LEVELS, target.max_limits().units)]

@@ -65,3 +65,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             if missing:
                 pytest.skip(f"host CPU lacks {isa} ({', '.join(missing)} not in "
                             "/proc/cpuinfo)")
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Print how many inputs each hardening probe tried (``probes.TRIES``): the figures
+    of the hardening table. A probe that failed has a failed test above."""
+    import sys
+
+    probes = sys.modules.get("probes")
+    if probes is None or not probes.TRIES:
+        return
+    terminalreporter.section("hardening probes: inputs tried")
+    for name, n in sorted(probes.TRIES.items()):
+        terminalreporter.write_line(f"{name:40} {n:8d}")
