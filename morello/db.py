@@ -640,9 +640,8 @@ def check_writable(path: Path) -> None:
 def coordinate_bounds(key: tuple, target) -> list[int]:
     """Per coordinate of table ``key``, the largest value a stored box may reach."""
     from morello.coords import FAMILIES, _limit_coord, segments
-    from morello.memory import LEVELS, NLEVELS
-
     from morello.limits import MAX_POINTS
+    from morello.memory import LEVELS, NLEVELS
 
     family, _, _, rank = key
     top = {"member": max((m or 0) for m in FAMILIES[family]), "shape": MAX_POINTS,
