@@ -353,6 +353,11 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
         raise SpecError(f"synthesize takes a Spec (from morello.matmul, morello.add, ...), "
                         f"got {type(spec).__name__}")
     limits.check_threads(threads)
+    if calibration is not None and not isinstance(calibration, str):
+        raise SpecError(f"calibration must be 'builtin' or a file path (str), got "
+                        f"{_short_repr(calibration)}")
+    if progress is not None and not callable(progress):
+        raise SpecError(f"progress must be callable, got {_short_repr(progress)}")
     tgt = _target(target, threads, calibration)
     limits.check_points(spec.kind.title, spec.shape)
     db_path = dbmod.resolve(db)

@@ -106,9 +106,19 @@ def default_path() -> Path:
 
 def resolve(db) -> Path | None:
     """The database path a ``db=`` argument names: None/False/a path (see ``synthesize``)."""
+    import os
+
     if db is False:
         return None
-    return Path(db) if db is not None else default_path()
+    if db is None:
+        return default_path()
+    bad = DatabaseError(f"db must be None, False or a file path, got {db!r:.60}")
+    if isinstance(db, bool) or not isinstance(db, (str, os.PathLike)) or db == "":
+        raise bad
+    try:
+        return Path(db)
+    except TypeError:  # an os.PathLike of bytes
+        raise bad from None
 
 
 def _table_key_text(key: tuple) -> str:

@@ -17,14 +17,16 @@ import collections
 
 import numpy as np
 
+from morello.errors import MorelloError
 from morello.verify import compare
 
 TRIES: collections.Counter[str] = collections.Counter()
 FAILURES: collections.Counter[str] = collections.Counter()
 
-# What misuse may raise: ValueError (and MorelloError's SpecError, a ValueError), or
-# Python's own TypeError for a call of the wrong form (a missing or unknown keyword).
-ALLOWED = (ValueError, TypeError)
+# What misuse may raise: ValueError, MorelloError (SpecError is both; DatabaseError for a
+# bad db=), or Python's own TypeError for a call of the wrong form (a missing or unknown
+# keyword).
+ALLOWED = (ValueError, TypeError, MorelloError)
 
 
 class Wrapped:

@@ -215,20 +215,29 @@ def api_call_st(draw):
     if op in ("max", "sum", "broadcast") and "dim" not in kw and draw(st.booleans()):
         kw["dim"] = 0
     threads = draw(st.sampled_from([1, 1, 1, 1, 2, 2, 0, -1, 257, 1.5, True, "2"]))
-    return op, sizes, kw, threads, draw(st.integers(0, 2**16))
+    options = {}
+    for name, choices in (("db", ["DB", 3, "", True, None, b"x.db", "ADIR"]),
+                          ("calibration", ["builtin", 3, "/nonexistent.json", ""]),
+                          ("progress", [3, "x", lambda *a: None])):
+        if draw(st.integers(0, 9)) == 0:
+            options[name] = draw(st.sampled_from(choices))
+    return op, sizes, kw, threads, options, draw(st.integers(0, 2**16))
 
 
 @FUZZ
 @given(api_call_st())
 def test_api_gives_a_documented_error_or_a_right_result(home, call):
-    op, sizes, kw, threads, seed = call
+    op, sizes, kw, threads, options, seed = call
     note(repr(call))
     TRIES["fuzzed API calls"] += 1
     make = OPERATIONS[op][1]
+    db = options.pop("db", False)
+    db = {"DB": str(home / "api.sqlite"), "ADIR": str(home / "adir")}.get(db, db) \
+        if isinstance(db, str) else db
     try:
         with deadline(HANG_SECONDS):
             spec = make(*sizes, **kw)
-            prog = morello.synthesize(spec, db=False, threads=threads)
+            prog = morello.synthesize(spec, db=db, threads=threads, **options)
     except ALLOWED as e:
         msg = str(e)
         assert msg and "\n" not in msg and len(msg) < 400, repr(msg)
