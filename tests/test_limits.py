@@ -185,3 +185,22 @@ def test_importing_an_unbuilt_source_tree_says_what_to_do(tmp_path):
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
     assert "compiled core is not built" in last and "pip install -e ." in last
+
+
+def test_the_c_of_a_shape_beyond_32_bit_indices_compiles(tmp_path):
+    """Too large to run here, but emitted: 64-bit loop counters and index arithmetic,
+    and the C compiler finds no overflow."""
+    from morello.codegen.build import find_compiler
+
+    for spec in (morello.add(2**33 + 3), morello.matmul(3, 2, 2**31 + 5)):
+        prog = morello.synthesize(spec, db=False)
+        src = prog.c_source
+        assert "for (int" not in src
+        c = tmp_path / "k.c"
+        c.write_text(src)
+        proc = subprocess.run([find_compiler(), "-O1", "-std=gnu11", "-c", "-Wall",
+                               "-Werror=overflow", "-Werror=shift-count-overflow",
+                               *prog.target.cflags, "-o", str(tmp_path / "k.o"), str(c)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "warning" not in proc.stderr, proc.stderr[-2000:]

@@ -122,7 +122,7 @@ def _dot_emit(w, spec, ops, vt) -> None:
     with w.block("{"):
         for a in range(accs):
             w.line(f"__m256 acc{a} = _mm256_setzero_ps();")
-        with w.block(f"for (int q = 0; q < {k}; q += {8 * accs}) {{"):
+        with w.block(f"for (long q = 0; q < {k}; q += {8 * accs}) {{"):
             for a in range(accs):
                 off = f"q + {8 * a}"
                 w.line(
