@@ -11,6 +11,7 @@ Embedding API::
 
     # Other primitives: elementwise maps, fills, broadcasts, reductions along a dim.
     prog = morello.synthesize(morello.reduce_max(512, 1024, dim=1))
+    prog = morello.synthesize(morello.softmax(128, 1024))   # along the last dim
 
     # Some actions by hand, the rest searched (see morello.schedule):
     prog = morello.schedule(spec, [morello.TileOut(dim=1, size=16)])
@@ -34,6 +35,7 @@ from morello.api import (  # noqa: E402 (after the check above)
     reduce_max,
     reduce_sum,
     relu,
+    softmax,
     synthesize,
 )
 from morello.errors import BuildError, DatabaseError, MorelloError, RewriteError, SpecError
@@ -64,6 +66,7 @@ __all__ = [
     "reduce_sum",
     "relu",
     "schedule",
+    "softmax",
     "synthesize",
 ]
 __version__ = "0.1.0"

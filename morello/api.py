@@ -140,12 +140,21 @@ def _reduction(kind: PrimKind, name: str):
 reduce_max = _reduction(PrimKind.MAX, "reduce_max")
 reduce_sum = _reduction(PrimKind.SUM, "reduce_sum")
 
+
+def softmax(*shape: int, dim: int = -1, dtype: str | Dtype = "f32", serial: bool = True,
+            target: str | Target = "avx2") -> Spec:
+    """The Spec of ``dst = exp(src - max) / sum(exp(src - max))`` along ``dim`` (the
+    last by default) over tensors of ``shape``. -inf inputs give 0; NaN propagates."""
+    shp = _shape(shape)
+    return _spec(PrimKind.SOFTMAX, shp, (_dim(dim, len(shp)),), dtype, serial, target)
+
 # The operations of the command line: name -> (kind, constructor).
 OPERATIONS = {
     "matmul": (PrimKind.MATMUL, matmul), "add": (PrimKind.ADD, add),
     "mul": (PrimKind.MUL, mul), "relu": (PrimKind.RELU, relu),
     "fill": (PrimKind.FILL, fill), "broadcast": (PrimKind.BROADCAST, broadcast),
     "max": (PrimKind.MAX, reduce_max), "sum": (PrimKind.SUM, reduce_sum),
+    "softmax": (PrimKind.SOFTMAX, softmax),
 }
 CONSTRUCTORS = {name: make for name, (_, make) in OPERATIONS.items()}
 

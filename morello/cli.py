@@ -17,6 +17,8 @@ operations (OP SIZES...):
   fill S1 [...] [--value=V]     dst = V (0 or -inf)
   broadcast S1 [...] --dim D    dst (S1 x ...) = src repeated along D (src has size 1 there)
   max|sum S1 [...] --dim D      dst = reduction of src along D (dst keeps D with size 1)
+  softmax S1 [...] [--dim D]    dst = exp(src - max) / sum(exp(src - max)) along D
+                                (default: the last dim)
 
 examples:
   morello synth matmul 64 64 64          print the cheapest Impl tree with costs
@@ -25,6 +27,7 @@ examples:
   morello bench matmul 64 64 64 --json   ... and time it inside C (best of repeats)
   morello bench add 512 1024             an elementwise add, next to numpy
   morello bench max 512 1024 --dim 1     row maxima
+  morello bench softmax 128 1024         row softmax (decomposed by the search)
   morello db stats                       what the database holds
   morello db check                       verify every page of the database
   morello db merge a.sqlite b.sqlite -o all.sqlite   combine databases
@@ -42,7 +45,8 @@ overflow. A program too large for this machine's memory can be synthesized and e
 (with a note); run and bench refuse it before searching.
 """
 
-OPS = ("matmul", "add", "mul", "relu", "fill", "broadcast", "max", "sum")  # api.OPERATIONS
+OPS = ("matmul", "add", "mul", "relu", "fill", "broadcast", "max", "sum",
+       "softmax")  # api.OPERATIONS
 
 
 def _int(text: str) -> int:
@@ -68,7 +72,8 @@ def _add_spec_args(p: argparse.ArgumentParser) -> None:
                    help="matmul only: B independent matmuls (default 1)")
     p.add_argument("--dim", type=_int, default=None, metavar="D",
                    help="max, sum: the dim reduced (negative counts from the end); "
-                        "broadcast: the dim repeated")
+                        "broadcast: the dim repeated; softmax: the dim normalized "
+                        "(default: the last)")
     p.add_argument("--value", type=_float, default=0.0, metavar="V",
                    help="fill only: the value, 0 or -inf (write --value=-inf; default 0)")
     p.add_argument("--dtype", default="f32", help="element type (default f32)")
@@ -186,6 +191,8 @@ def _spec(args):
     if args.batch != 1:
         raise MorelloError("--batch is for matmul only")
     if "dim" in params:
+        if args.dim is None and op == "softmax":
+            args.dim = -1
         if args.dim is None:
             raise MorelloError(f"{op} needs --dim D (see `morello --help`)")
         kw["dim"] = args.dim

@@ -21,7 +21,19 @@ Broadcast{d}    s              src s with s[d]=1, dst s       dst = src repeated
 Max{d}, Sum{d}  s              src s, dst s with s[d]=1       dst = reduce(src) along d
 MaxAccum{d}     s              same                           dst = max(dst, reduce(src))
 SumAccum{d}     s              same                           dst += reduce(src)
+Softmax{d}      s              src s, dst s                   dst = softmax of src along d
+SoftmaxGivenMax s              src s, max m, dst s            the same, given m = max(src)
+SoftmaxDenom{d} s              src s, max m, denom m          denom = sum exp(src - max)
+ ...Accum{d}    s              same                           denom += sum exp(src - max)
+SoftmaxComplete s              src s, max m, denom m, dst s   dst = exp(src - max) / denom
+SoftmaxExp{d}   s              src s, max m, dst s            dst = exp(src - max)
+DivReduced{d}   s              denom m, dst s                 dst = dst / denom (in place)
 ==============  =============  =============================  =========================
+
+(``m`` is ``s`` with extent 1 at ``d``.) Softmax and SoftmaxGivenMax are *scan* kinds:
+their output depends on the whole extent of the scan dim ``d``, which no loop may tile;
+they are implemented by decomposition into the kinds below them
+(``morello.rewrites.decompose``).
 
 Reductions keep the reduced dim with extent 1 (numpy's ``keepdims=True``), so every
 operand of a Spec has the Spec's rank and no tensor is of rank 0.
@@ -64,6 +76,13 @@ class PrimKind(enum.IntEnum):
     MAX_ACCUM = 9
     SUM = 10
     SUM_ACCUM = 11
+    SOFTMAX = 12
+    SOFTMAX_GIVEN_MAX = 13
+    SOFTMAX_DENOM = 14
+    SOFTMAX_DENOM_ACCUM = 15
+    SOFTMAX_COMPLETE = 16
+    SOFTMAX_EXP = 17
+    DIV_REDUCED = 18
 
     @property
     def info(self) -> KindInfo:
@@ -89,6 +108,8 @@ class KindInfo:
       registers for ``vrf_operands``, L2 views of ``l2_views`` blocks L1 cannot hold);
       ``"views"`` only cache views into L1 (kernels work on L1 memory).
     - ``row_dim``: the output dim that also takes the target's row-only tile sizes.
+    - ``scan``: the Spec dim ``params[0]`` may not be tiled (the output along it depends
+      on all of it); such kinds are expanded by the Python rewrites, not the native core.
     - ``reference(params, inputs, out)``: numpy semantics, written into the output
       array ``out`` (which an accumulating kind reads first) and returned; fast numpy
       (``out=``), so that benchmarks time numpy with it too.
@@ -112,6 +133,7 @@ class KindInfo:
     vrf_operands: tuple[int, ...] = ()
     l2_views: tuple[int, ...] = ()
     row_dim: int | None = None
+    scan: bool = False
     doc: str = ""
 
     @property
@@ -169,6 +191,53 @@ def _reduce_map(rank: int, params: Params) -> OperandMap:
 def _broadcast_map(rank: int, params: Params) -> OperandMap:
     (dim,) = params
     return (_keep_one(dim, rank), _full(rank))
+
+
+def _reduced_map(n_full: int, n_kept: int, full_last: bool = False):
+    """Operands: ``n_full`` of the Spec's shape, then ``n_kept`` with extent 1 at the
+    dim ``params[0]`` (and, with ``full_last``, one more of the Spec's shape)."""
+    def operand_map(rank: int, params: Params) -> OperandMap:
+        (dim,) = params
+        full, kept = _full(rank), _keep_one(dim, rank)
+        return (full,) * n_full + (kept,) * n_kept + ((full,) if full_last else ())
+    return operand_map
+
+
+def _softmax(x: np.ndarray, dim: int) -> np.ndarray:
+    """Numerically safe softmax: exp(x - max) / sum(exp(x - max)) (f32 throughout)."""
+    e = np.exp(x - np.max(x, axis=dim, keepdims=True))
+    return e / np.sum(e, axis=dim, keepdims=True)
+
+
+def _softmax_ref(params, ins, out):
+    np.copyto(out, _softmax(ins[0], params[0]))
+    return out
+
+
+def _softmax_given_max_ref(params, ins, out):
+    e = np.exp(ins[0] - ins[1])
+    return np.divide(e, np.sum(e, axis=params[0], keepdims=True), out=out)
+
+
+def _softmax_denom_ref(params, ins, out):
+    return np.sum(np.exp(ins[0] - ins[1]), axis=params[0], keepdims=True, out=out)
+
+
+def _softmax_denom_accum_ref(params, ins, out):
+    out += np.sum(np.exp(ins[0] - ins[1]), axis=params[0], keepdims=True)
+    return out
+
+
+def _softmax_complete_ref(params, ins, out):
+    return np.divide(np.exp(ins[0] - ins[1]), ins[2], out=out)
+
+
+def _softmax_exp_ref(params, ins, out):
+    return np.exp(ins[0] - ins[1], out=out)
+
+
+def _div_reduced_ref(params, ins, out):
+    return np.divide(out, ins[0], out=out)
 
 
 def _matmul_ref(params, ins, out):
@@ -250,6 +319,36 @@ KINDS: dict[PrimKind, KindInfo] = {
         "SumAccum", ("dim",), ("src", "dst"), (0, 1), (1,), (1, MAX_RANK), _reduce_map, "Sum",
         0, _reduce_accum_ref(np.sum, np.add), flops_per_point=1, accumulates=True,
         doc="dst += sum of src along dim"),
+    # The softmax family. Flops: the exp as one, its subtraction, the fold.
+    PrimKind.SOFTMAX: KindInfo(
+        "Softmax", ("dim",), ("src", "dst"), (0,), (1,), (1, MAX_RANK), _reduced_map(2, 0),
+        "Softmax", None, _softmax_ref, flops_per_point=5, scan=True,
+        doc="dst = exp(src - max) / sum(exp(src - max)) along dim"),
+    PrimKind.SOFTMAX_GIVEN_MAX: KindInfo(
+        "SoftmaxGivenMax", ("dim",), ("src", "max", "dst"), (0, 1), (2,), (1, MAX_RANK),
+        _reduced_map(1, 1, full_last=True), "SoftmaxGivenMax", None, _softmax_given_max_ref,
+        flops_per_point=4, scan=True, doc="dst = softmax of src along dim, given its max"),
+    PrimKind.SOFTMAX_DENOM: KindInfo(
+        "SoftmaxDenom", ("dim",), ("src", "max", "denom"), (0, 1), (2,), (1, MAX_RANK),
+        _reduced_map(1, 2), "SoftmaxDenom", 1, _softmax_denom_ref, flops_per_point=3,
+        accum=PrimKind.SOFTMAX_DENOM_ACCUM, init=0.0,
+        doc="denom = sum of exp(src - max) along dim"),
+    PrimKind.SOFTMAX_DENOM_ACCUM: KindInfo(
+        "SoftmaxDenomAccum", ("dim",), ("src", "max", "denom"), (0, 1, 2), (2,),
+        (1, MAX_RANK), _reduced_map(1, 2), "SoftmaxDenom", 0, _softmax_denom_accum_ref,
+        flops_per_point=3, accumulates=True, doc="denom += sum of exp(src - max) along dim"),
+    PrimKind.SOFTMAX_COMPLETE: KindInfo(
+        "SoftmaxComplete", ("dim",), ("src", "max", "denom", "dst"), (0, 1, 2), (3,),
+        (1, MAX_RANK), _reduced_map(1, 2, full_last=True), "SoftmaxComplete", None,
+        _softmax_complete_ref, flops_per_point=3, doc="dst = exp(src - max) / denom"),
+    PrimKind.SOFTMAX_EXP: KindInfo(
+        "SoftmaxExp", ("dim",), ("src", "max", "dst"), (0, 1), (2,), (1, MAX_RANK),
+        _reduced_map(1, 1, full_last=True), "SoftmaxExp", None, _softmax_exp_ref,
+        flops_per_point=2, doc="dst = exp(src - max)"),
+    PrimKind.DIV_REDUCED: KindInfo(
+        "DivReduced", ("dim",), ("denom", "dst"), (0, 1), (1,), (1, MAX_RANK),
+        _reduced_map(0, 1, full_last=True), "DivReduced", None, _div_reduced_ref,
+        flops_per_point=1, doc="dst = dst / denom (denom reduced along dim)"),
 }
 
 BY_TITLE = {info.title: kind for kind, info in KINDS.items()}

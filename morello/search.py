@@ -199,8 +199,9 @@ class Engine:
         omap = info.operand_map(rank, params)
         # The native expander handles operand dims that are one Spec dim or a constant;
         # sums of Spec dims (conv's h + fh - 1) are expanded by the Python rewrites.
-        native = all(len(sdims) == 0 or (len(sdims) == 1 and c == 0)
-                     for dims in omap for sdims, c in dims)
+        # So are scan kinds (their scan dim may not be tiled) and decompositions.
+        native = not info.scan and all(len(sdims) == 0 or (len(sdims) == 1 and c == 0)
+                                       for dims in omap for sdims, c in dims)
         out_rank = len(omap[info.output])
         self.graph.add_form(
             f, rank=rank, native=native,

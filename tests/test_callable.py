@@ -20,6 +20,8 @@ SPECS = {
     "broadcast 5x8 dim 0": lambda: morello.broadcast(5, 8, dim=0),
     "max 6x9 dim 1": lambda: morello.reduce_max(6, 9, dim=1),
     "sum 4x5x6 dim 0": lambda: morello.reduce_sum(4, 5, 6, dim=0),
+    "softmax 5x19": lambda: morello.softmax(5, 19),
+    "softmax 4x6 dim 0": lambda: morello.softmax(4, 6, dim=0),
 }
 
 

@@ -111,6 +111,10 @@ KERNEL_SPECS = {
     "VectorSumReduce": (PrimKind.SUM_ACCUM, (107, 1), (0,)),
     "VectorSumAccum": (PrimKind.SUM_ACCUM, (107, 1), (1,)),
     "L1Fill": (PrimKind.FILL, (107,), (-INF,)),
+    "VectorExpSum": (PrimKind.SOFTMAX_DENOM_ACCUM, (1, 107), (1,)),
+    "VectorExpNormalize": (PrimKind.SOFTMAX_COMPLETE, (1, 107), (1,)),
+    "VectorExp": (PrimKind.SOFTMAX_EXP, (1, 107), (1,)),
+    "VectorDivScalar": (PrimKind.DIV_REDUCED, (1, 107), (1,)),
 }
 
 

@@ -52,6 +52,10 @@ SPECS = [
     ("max 3x4x5x6 dim 2", lambda: morello.reduce_max(3, 4, 5, 6, dim=2), 1),
     ("sum 33 dim 0", lambda: morello.reduce_sum(33, dim=0), 1),
     ("sum 6x70 dim 1", lambda: morello.reduce_sum(6, 70, dim=1), 1),
+    ("softmax 1", lambda: morello.softmax(1), 1),
+    ("softmax 7x33", lambda: morello.softmax(7, 33), 1),
+    ("softmax 3x5x16 dim 1", lambda: morello.softmax(3, 5, 16, dim=1), 1),
+    ("softmax 128x64 parallel", lambda: morello.softmax(128, 64, serial=False), 2),
     ("sum 512x64 dim 1 parallel", lambda: morello.reduce_sum(512, 64, dim=1, serial=False),
      2),
 ]

@@ -17,6 +17,7 @@ import json
 from morello.memory import DESTINATIONS, Target
 from morello.rewrites.accum import ToAccum
 from morello.rewrites.base import Expansion, RewriteError
+from morello.rewrites.decompose import Decompose, decompose_actions
 from morello.rewrites.move import LAYOUT_SCHEME, PACK_SIZES, Move, move_actions
 from morello.rewrites.select import Select, select_actions
 from morello.rewrites.tile import (
@@ -28,10 +29,10 @@ from morello.rewrites.tile import (
 )
 from morello.specs import KINDS, Spec
 
-Action = TileOut | Split | Move | ToAccum | Select
+Action = TileOut | Split | Move | ToAccum | Select | Decompose
 
 __all__ = [
-    "Action", "Expansion", "Move", "RewriteError", "Select", "Split", "TileOut",
+    "Action", "Decompose", "Expansion", "Move", "RewriteError", "Select", "Split", "TileOut",
     "ToAccum", "actions", "actions_fingerprint",
 ]
 
@@ -45,6 +46,7 @@ def actions(spec: Spec, target: Target) -> list[Action]:
     if KINDS[spec.kind].accum is not None:
         out.append(ToAccum())
     out.extend(split_actions(spec, target))
+    out.extend(decompose_actions(spec, target))
     return out
 
 
@@ -62,6 +64,7 @@ def actions_fingerprint(target: Target) -> str:
     from morello import coords
     from morello.kernels import table_for
     from morello.kinds import FILL_VALUES
+    from morello.rewrites import decompose
 
     kinds = []
     for kind, info in KINDS.items():
@@ -76,7 +79,8 @@ def actions_fingerprint(target: Target) -> str:
                       info.writes, info.family, info.member,
                       info.accum.name if info.accum else None,
                       None if info.init is None else repr(info.init), info.accumulates,
-                      info.staging, info.vrf_operands, info.l2_views, info.row_dim, maps])
+                      info.staging, info.vrf_operands, info.l2_views, info.row_dim,
+                      info.scan, maps])
     ident = {
         "kinds": kinds,
         "kernels": table_for(target).identity(),
@@ -87,6 +91,7 @@ def actions_fingerprint(target: Target) -> str:
                                for k, vs in DESTINATIONS.items()),
         "vector_bytes": target.vector_bytes,
         "coords": coords.SCHEME,
+        "decompositions": decompose.identity(),
     }
     text = json.dumps(ident, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:8]

@@ -130,7 +130,7 @@ class TileOut:
 
     def expand(self, spec: Spec, target: Target) -> Expansion | None:
         sdim = self.spec_dim(spec)
-        if sdim is None:
+        if sdim is None or KINDS[spec.kind].scan and sdim == spec.params[0]:
             return None
         return loop_expansion(spec, sdim, self.size, self.parallel, target)
 
@@ -182,11 +182,12 @@ def tile_actions(spec: Spec, target: Target):
     def sizes(d: int):
         return _sizes(top, target, rows=d == row_dim)
 
-    acts = [TileOut(d, s) for d in range(len(out_dims)) if out_dims[d] is not None
-            for s in sizes(d)]
+    # A scan kind's scan dim is never tiled (its output depends on all of it).
+    scan = spec.params[0] if KINDS[spec.kind].scan else None
+    dims = [d for d in range(len(out_dims)) if out_dims[d] is not None and out_dims[d] != scan]
+    acts = [TileOut(d, s) for d in dims for s in sizes(d)]
     if not spec.serial_only:
-        acts += [TileOut(d, s, True) for d in range(len(out_dims))
-                 if out_dims[d] is not None for s in sizes(d)]
+        acts += [TileOut(d, s, True) for d in dims for s in sizes(d)]
     return acts
 
 

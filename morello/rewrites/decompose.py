@@ -1,0 +1,115 @@
+"""Decompose: implement a scan kind by simpler kinds over a new intermediate buffer.
+
+::
+
+    Softmax{d}(src, dst)            ->  alloc max @level
+                                        Max{d}(src, max)
+                                        SoftmaxGivenMax{d}(src, max, dst)
+    SoftmaxGivenMax{d}(src, max, dst) -> alloc denom @level
+                                        SoftmaxDenom{d}(src, max, denom)
+                                        SoftmaxComplete{d}(src, max, denom, dst)
+
+or, for SoftmaxGivenMax, ``SoftmaxExp{d}(src, max, dst); Sum{d}(dst, denom);
+DivReduced{d}(denom, dst)``: the exps written once, summed, and divided in place. These
+are the two- and three-pass softmaxes (after the pass for the max); which level holds
+each intermediate (main memory, L1, or scalar registers once the rows are tiled to one)
+is the search's choice, one action per level. The buffer has
+the output's shape with extent 1 at the scan dim, in row-major order. A decomposition
+is a row of ``DECOMPOSITIONS``: its steps, each a kind and its operands (this Spec's
+operand indices, or NEW for the buffer).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from morello import layouts
+from morello.cost import own_units
+from morello.memory import Level, Target
+from morello.nodes import NEW, Block
+from morello.rewrites.base import Expansion
+from morello.specs import PrimKind, Spec, operand_shapes
+from morello.tensorspec import fresh
+
+# kind -> its decompositions, each a tuple of steps: (kind of the step, its operands as
+# indices into the Spec's operands, or NEW for the buffer).
+DECOMPOSITIONS: dict[PrimKind, tuple[tuple[tuple[PrimKind, tuple[int, ...]], ...], ...]] = {
+    PrimKind.SOFTMAX: (
+        ((PrimKind.MAX, (0, NEW)), (PrimKind.SOFTMAX_GIVEN_MAX, (0, NEW, 1))),
+    ),
+    PrimKind.SOFTMAX_GIVEN_MAX: (
+        # One pass for the denominator, one for the output: two exps per element.
+        ((PrimKind.SOFTMAX_DENOM, (0, 1, NEW)), (PrimKind.SOFTMAX_COMPLETE, (0, 1, NEW, 2))),
+        # The exps into dst, their sum, and dst divided in place: one exp per element.
+        ((PrimKind.SOFTMAX_EXP, (0, 1, 2)), (PrimKind.SUM, (2, NEW)),
+         (PrimKind.DIV_REDUCED, (NEW, 2))),
+    ),
+}
+
+# Where the intermediate may live, in the order the search enumerates them.
+BUFFER_LEVELS = (Level.GL, Level.L1, Level.RF)
+
+
+@dataclass(frozen=True, slots=True)
+class Decompose:
+    """Run the kind's decomposition number ``variant`` with its intermediate buffer in
+    ``level``."""
+
+    level: Level
+    variant: int = 0
+
+    def steps(self, spec: Spec):
+        variants = DECOMPOSITIONS.get(spec.kind, ())
+        return variants[self.variant] if 0 <= self.variant < len(variants) else None
+
+    def buffer(self, spec: Spec):
+        (dim,) = spec.params[:1]
+        src = spec.operands[0]
+        shape = tuple(1 if d == dim else s for d, s in enumerate(src.shape))
+        if self.level is Level.RF and len(shape) and any(s != 1 for s in shape):
+            return None  # scalar registers hold one value per buffer here
+        return fresh(shape, src.dtype, self.level, layouts.row_major(len(shape)))
+
+    def expand(self, spec: Spec, target: Target) -> Expansion | None:
+        steps = self.steps(spec)
+        if steps is None:
+            return None
+        new = self.buffer(spec)
+        if new is None:
+            return None
+        units = 0 if self.level is Level.GL else new.units(target)
+        limits = spec.limits.subtract(self.level, units)
+        if limits is None:
+            return None
+        children = []
+        for kind, args in steps:
+            ops = tuple(new if a == NEW else spec.operands[a] for a in args)
+            want = operand_shapes(kind, spec.shape, spec.params)
+            if tuple(o.shape for o in ops) != want:  # pragma: no cover - table error
+                raise AssertionError(f"{kind.title} operand shapes {want}")
+            children.append(Spec(kind, spec.shape, ops, spec.serial_only, limits,
+                                 spec.params))
+        return Expansion(tuple(children), (1,) * len(children), 0,
+                         own_units(self.level, units))
+
+    def apply(self, spec: Spec, target: Target) -> Block:
+        new = self.buffer(spec)
+        assert new is not None  # apply follows a successful expand
+        steps = self.steps(spec)
+        assert steps is not None
+        return Block(tuple(args for _, args in steps), new)
+
+    def __str__(self) -> str:
+        return f"Decompose({self.level}{f', variant={self.variant}' if self.variant else ''})"
+
+
+def decompose_actions(spec: Spec, target: Target) -> list[Decompose]:
+    return [Decompose(level, v) for v in range(len(DECOMPOSITIONS.get(spec.kind, ())))
+            for level in BUFFER_LEVELS]
+
+
+def identity() -> list:
+    """What action indices of decompositions depend on (for the actions fingerprint)."""
+    return [[k.name, [[[s.name, list(a)] for s, a in steps] for steps in variants]]
+            for k, variants in DECOMPOSITIONS.items()] + [[lvl.name for lvl in BUFFER_LEVELS]]
+
+
