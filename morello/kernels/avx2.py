@@ -540,7 +540,7 @@ def _exp_sum_emit(w, spec, ops, vt) -> None:
             w.line("const __m256 mv = _mm256_set1_ps(m);")
             w.line("__m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();")
 
-            def step(acc: str, off: str) -> None:
+            def step(acc: str, off: int | str) -> None:
                 w.line(f"{acc} = _mm256_add_ps({acc}, morello_exp8(_mm256_sub_ps("
                        f"_mm256_loadu_ps({_at('p0', off)}), mv)));")
             if n16 > 16:
