@@ -22,19 +22,20 @@ MORELLO_HREDUCE8(morello_hmax8, _mm_max_ps, _mm_max_ss)
 
 /* exp(x) for 8 floats (and one, below, by the same steps): x = n*ln2 + r with
  * |r| <= ln2/2 (ln2 split in two so r is exact to ~2^-32), exp(r) by its Taylor
- * polynomial of degree 7 (truncation 5e-9 relative) in Horner form with FMAs, times 2^n
- * built in two halves so that subnormal results are right. exp(x) is inf above
- * 88.72284 (+inf included), 0 below -103.97 (-inf included); NaN propagates. Max
- * relative error against exp in double precision, over every normal result: see
- * tests/test_softmax.py (morello_exp8 docstring in morello/kernels/avx2.py). */
-static inline __m256 morello_exp8(__m256 x) {
-    const __m256 hi = _mm256_set1_ps(88.7228394f), lo = _mm256_set1_ps(-103.972084f);
-    __m256 zero = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    x = _mm256_max_ps(lo, _mm256_min_ps(hi, x));  /* NaN stays NaN: second operand wins */
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504089f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
+ * polynomial of degree 7 (truncation 5e-9 relative) in Horner form with FMAs, times 2^n.
+ * n comes from adding 1.5*2^23, which rounds x*log2(e) to an integer in the low mantissa
+ * bits (no round or convert instruction). When a lane's result is below the normal range
+ * (x < -87.33) or 2^n is not (x > 88), the whole vector takes morello_exp8_tiny, which
+ * builds 2^n in two halves so that subnormal and top results are right. exp(x) is inf
+ * above 88.72284 (+inf included), 0 below -103.97 (-inf included); NaN propagates. Max relative error against exp in double
+ * precision over every normal result: see morello/kernels/avx2.py (EXP_OPS). */
+static inline __m256 morello_exp8_poly(__m256 x, __m256 *n) {
+    const __m256 magic = _mm256_set1_ps(12582912.0f);
+    __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504089f), magic);
+    *n = t;
+    __m256 nf = _mm256_sub_ps(t, magic);
+    __m256 r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(1.428606765330187e-06f), r);
     __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
@@ -42,13 +43,37 @@ static inline __m256 morello_exp8(__m256 x) {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    __m256i ni = _mm256_cvtps_epi32(n);
+    return _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+}
+
+/* n's integer in the low bits of t = x*log2(e) + 1.5*2^23: bits(t) - bits(1.5*2^23). */
+#define MORELLO_EXP_N(t) _mm256_sub_epi32(_mm256_castps_si256(t), \
+                                          _mm256_set1_epi32(0x4B400000))
+
+static __m256 morello_exp8_tiny(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-103.972084f);
+    __m256 zero = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    x = _mm256_max_ps(lo, x);  /* NaN stays NaN: the second operand wins */
+    __m256 t, p = morello_exp8_poly(x, &t);
+    __m256i ni = MORELLO_EXP_N(t);
     __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
     const __m256i bias = _mm256_set1_epi32(127);
     __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
     __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
     return _mm256_andnot_ps(zero, _mm256_mul_ps(_mm256_mul_ps(p, s1), s2));
+}
+
+static inline __m256 morello_exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_set1_ps(88.7228394f), x);  /* NaN stays NaN */
+    /* 2^n in one step needs -126 <= n <= 127: other lanes take the two-step path. */
+    __m256 edge = _mm256_or_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-87.3365479f), _CMP_LT_OQ),
+                               _mm256_cmp_ps(x, _mm256_set1_ps(88.0f), _CMP_GT_OQ));
+    if (__builtin_expect(_mm256_movemask_ps(edge) != 0, 0))
+        return morello_exp8_tiny(x);
+    __m256 t, p = morello_exp8_poly(x, &t);
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(MORELLO_EXP_N(t),
+                                                   _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
 static inline float morello_expf(float x) {

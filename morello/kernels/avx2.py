@@ -506,7 +506,8 @@ def _l1_fill_emit(w, spec, ops, vt) -> None:
 # relative error 7.9e-8 over normal results (numpy's float32 exp: 2.1e-7), subnormal
 # results within 0.85 of their ulp; inf above 88.72, 0 below -103.97, NaN propagates.
 
-# Vector ops of one exp, priced as FMAs (the reduction, 7 FMAs, the two-part scale).
+# Vector ops of one exp, priced as FMAs: the clamp and range test, the reduction (3), the
+# polynomial (7 FMAs), the scale (3); measured about 1.2-1.4 cycles per element.
 EXP_OPS = 14
 
 
