@@ -148,3 +148,32 @@ def test_both_decompositions_are_ranked_and_run():
     assert two_exp.cost >= best.cost
     ok, err = two_exp.verify()
     assert ok, err
+
+
+SOFTMAX_KINDS = [k for k in morello.specs.PrimKind
+                 if k.info.family.startswith("Softmax") or k.info.title == "DivReduced"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_dp_equals_exhaustive_search_on_tiny_softmax_family_specs(data):
+    """The DP (Cython core, with the scan kinds expanded in Python) finds what
+    exhaustive enumeration finds, for every kind of the family."""
+    from strategies import prim_spec_st, small_limits_st
+
+    from morello.reference_dp import exhaustive_main_cost
+    from morello.search import Engine
+
+    spec = data.draw(prim_spec_st(kinds=SOFTMAX_KINDS, max_dim=2, ranks=(1, 2),
+                                  limits=small_limits_st()).filter(lambda s: s.volume <= 2))
+    sol, _ = Engine(AVX2).solve(spec)
+    assert (None if sol is None else sol.cost.main) == exhaustive_main_cost(spec, AVX2)
+
+
+def test_the_native_core_and_the_python_expansion_agree_on_softmax():
+    from morello.search import Engine
+
+    for spec in (morello.softmax(3, 20), morello.softmax(2, 3, 9, dim=1)):
+        a, _ = Engine(AVX2).solve(spec)
+        b, _ = Engine(AVX2, native=False).solve(spec)
+        assert a is not None and a.cost == b.cost
