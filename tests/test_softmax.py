@@ -49,7 +49,7 @@ def _run(f, x: np.ndarray) -> np.ndarray:
 def test_exp_is_within_1e7_relative_over_the_f32_range(exp_lib, which):
     """A sample of every f32 bit pattern whose exp is finite and nonzero (4 M values
     spread evenly over the patterns); the full sweep of every 7th pattern measured
-    7.85e-8 (numpy's float32 exp: 2.1e-7)."""
+    7.7e-8 (numpy's float32 exp: 2.1e-7)."""
     bits = np.arange(0, 2**32, 1021, dtype=np.uint64).astype(np.uint32)
     x = bits.view(np.float32)
     x = x[np.isfinite(x) & (x > -104) & (x < 89)]

@@ -21,8 +21,9 @@ MORELLO_HREDUCE8(morello_hmax8, _mm_max_ps, _mm_max_ss)
 #define MORELLO_ENOMEM 1
 
 /* exp(x) for 8 floats (and one, below, by the same steps): x = n*ln2 + r with
- * |r| <= ln2/2 (ln2 split in two so r is exact to ~2^-32), exp(r) by its Taylor
- * polynomial of degree 7 (truncation 5e-9 relative) in Horner form with FMAs, times 2^n.
+ * |r| <= ln2/2 (ln2 split in two so r is exact to ~2^-32), exp(r) by a polynomial of
+ * degree 6 (1 + r + r^2 q(r), q fitted for least maximum relative error: 3.1e-9 in exact
+ * arithmetic) in Horner form with FMAs, times 2^n.
  * n comes from adding 1.5*2^23, which rounds x*log2(e) to an integer in the low mantissa
  * bits (no round or convert instruction). When a lane's result is below the normal range
  * (x < -87.33) or 2^n is not (x > 88), the whole vector takes morello_exp8_tiny, which
@@ -36,12 +37,11 @@ static inline __m256 morello_exp8_poly(__m256 x, __m256 *n) {
     __m256 nf = _mm256_sub_ps(t, magic);
     __m256 r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(0.693145751953125f), x);
     r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(1.428606765330187e-06f), r);
-    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    __m256 p = _mm256_set1_ps(0.0013814610f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.0083687101f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.041668389f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.16666521f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.49999994f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
     return _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
 }
@@ -53,7 +53,8 @@ static inline __m256 morello_exp8_poly(__m256 x, __m256 *n) {
 static __m256 morello_exp8_tiny(__m256 x) {
     const __m256 lo = _mm256_set1_ps(-103.972084f);
     __m256 zero = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    x = _mm256_max_ps(lo, x);  /* NaN stays NaN: the second operand wins */
+    /* NaN stays NaN: the second operand wins */
+    x = _mm256_max_ps(lo, _mm256_min_ps(_mm256_set1_ps(88.7228394f), x));
     __m256 t, p = morello_exp8_poly(x, &t);
     __m256i ni = MORELLO_EXP_N(t);
     __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
@@ -64,15 +65,16 @@ static __m256 morello_exp8_tiny(__m256 x) {
 }
 
 static inline __m256 morello_exp8(__m256 x) {
-    x = _mm256_min_ps(_mm256_set1_ps(88.7228394f), x);  /* NaN stays NaN */
-    /* 2^n in one step needs -126 <= n <= 127: other lanes take the two-step path. */
+    /* 2^n in one step needs -126 <= n <= 127: other lanes take the two-step path (NaN
+     * lanes compare false and stay NaN on this one). */
     __m256 edge = _mm256_or_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-87.3365479f), _CMP_LT_OQ),
                                _mm256_cmp_ps(x, _mm256_set1_ps(88.0f), _CMP_GT_OQ));
     if (__builtin_expect(_mm256_movemask_ps(edge) != 0, 0))
         return morello_exp8_tiny(x);
     __m256 t, p = morello_exp8_poly(x, &t);
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(MORELLO_EXP_N(t),
-                                                   _mm256_set1_epi32(127)), 23);
+    /* (n + 127) << 23, with n = bits(t) - bits(1.5*2^23) */
+    __m256i e = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_castps_si256(t),
+                                                   _mm256_set1_epi32(0x4B400000 - 127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
@@ -83,12 +85,11 @@ static inline float morello_expf(float x) {
     float n = __builtin_roundevenf(x * 1.44269504089f);
     float r = __builtin_fmaf(-n, 0.693145751953125f, x);
     r = __builtin_fmaf(-n, 1.428606765330187e-06f, r);
-    float p = 1.0f / 5040.0f;
-    p = __builtin_fmaf(p, r, 1.0f / 720.0f);
-    p = __builtin_fmaf(p, r, 1.0f / 120.0f);
-    p = __builtin_fmaf(p, r, 1.0f / 24.0f);
-    p = __builtin_fmaf(p, r, 1.0f / 6.0f);
-    p = __builtin_fmaf(p, r, 0.5f);
+    float p = 0.0013814610f;
+    p = __builtin_fmaf(p, r, 0.0083687101f);
+    p = __builtin_fmaf(p, r, 0.041668389f);
+    p = __builtin_fmaf(p, r, 0.16666521f);
+    p = __builtin_fmaf(p, r, 0.49999994f);
     p = __builtin_fmaf(p, r, 1.0f);
     p = __builtin_fmaf(p, r, 1.0f);
     int ni = (int)n, n1 = ni >> 1, n2 = ni - n1;

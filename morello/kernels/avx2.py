@@ -501,13 +501,13 @@ def _l1_fill_emit(w, spec, ops, vt) -> None:
 # --- The softmax family: SoftmaxDenomAccum, SoftmaxComplete ----------------------------
 #
 # ``morello_exp8`` / ``morello_expf`` (codegen/partials/prelude.c): range reduction and a
-# degree-7 polynomial. Measured against exp in double precision over every 7th f32 bit
+# degree-6 polynomial. Measured against exp in double precision over every 7th f32 bit
 # pattern in [-104, 89] (320 M values, ``tests/test_softmax.py`` checks a sample): max
-# relative error 7.9e-8 over normal results (numpy's float32 exp: 2.1e-7), subnormal
-# results within 0.85 of their ulp; inf above 88.72, 0 below -103.97, NaN propagates.
+# relative error 7.7e-8 over normal results (numpy's float32 exp: 2.1e-7), subnormal
+# results within 0.86 of their ulp; inf above 88.72, 0 below -103.97, NaN propagates.
 
 # Vector ops of one exp, priced as FMAs: the clamp and range test, the reduction (3), the
-# polynomial (7 FMAs), the scale (3); measured about 1.2-1.4 cycles per element.
+# polynomial (6 FMAs), the scale (3); measured about 1.0-1.3 cycles per element.
 EXP_OPS = 14
 
 
