@@ -65,8 +65,8 @@ static __m256 morello_exp8_tiny(__m256 x) {
 }
 
 static inline __m256 morello_exp8(__m256 x) {
-    /* 2^n in one step needs -126 <= n <= 127: other lanes take the two-step path (NaN
-     * lanes compare false and stay NaN on this one). */
+    /* 2^n in one step needs -126 <= n <= 127: other lanes take the two-step path (a NaN
+     * lane tests false here, and stays NaN on this path). */
     __m256 edge = _mm256_or_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-87.3365479f), _CMP_LT_OQ),
                                _mm256_cmp_ps(x, _mm256_set1_ps(88.0f), _CMP_GT_OQ));
     if (__builtin_expect(_mm256_movemask_ps(edge) != 0, 0))
