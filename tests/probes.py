@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import array
 import collections
+import contextlib
+import io
+import signal
 
 import numpy as np
 
@@ -27,6 +30,40 @@ FAILURES: collections.Counter[str] = collections.Counter()
 # bad db=), or Python's own TypeError for a call of the wrong form (a missing or unknown
 # keyword).
 ALLOWED = (ValueError, TypeError, MorelloError)
+
+
+class Hang(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def deadline(seconds: int):
+    """Raise Hang in the main thread after ``seconds``."""
+    def fire(signum, frame):
+        raise Hang(f"no answer after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def run_cli(argv: list[str], seconds: int = 600) -> tuple[int, str, str]:
+    """``morello ARGV`` in this process: (exit status, stdout, stderr); Hang after
+    ``seconds``."""
+    from morello import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            with deadline(seconds):
+                code = cli.main(list(argv))
+        except SystemExit as e:  # argparse: --help, --version, usage errors
+            code = e.code if isinstance(e.code, int) else 2
+    return code, out.getvalue(), err.getvalue()
 
 
 class Wrapped:

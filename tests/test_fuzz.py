@@ -10,20 +10,16 @@ use 10,000: ``MORELLO_FUZZ_EXAMPLES=5000 pytest tests/test_fuzz.py``).
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import os
-import signal
 import string
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
-from probes import ALLOWED, TRIES, cases, check_outcome
+from probes import ALLOWED, TRIES, cases, check_outcome, deadline, run_cli
 
 import morello
-from morello import cli
 from morello.api import OPERATIONS
 
 EXAMPLES = int(os.environ.get("MORELLO_FUZZ_EXAMPLES", "150"))
@@ -33,24 +29,6 @@ FUZZ = settings(max_examples=EXAMPLES, deadline=None,
                                        HealthCheck.function_scoped_fixture])
 
 pytestmark = pytest.mark.isa("avx2")
-
-
-class Hang(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def deadline(seconds: int):
-    def fire(signum, frame):
-        raise Hang(f"no answer after {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.fixture(scope="module")
@@ -155,17 +133,6 @@ def _resolve(argv: list[str], home) -> list[str]:
     return [names.get(a, a) for a in argv]
 
 
-def run_cli(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            with deadline(HANG_SECONDS):
-                code = cli.main(argv)
-        except SystemExit as e:  # argparse: --help, --version, usage errors
-            code = e.code if isinstance(e.code, int) else 2
-    return code, out.getvalue(), err.getvalue()
-
-
 @FUZZ
 @given(argv_st())
 def test_cli_never_tracebacks_hangs_or_verifies_wrong(home, argv):
@@ -173,7 +140,7 @@ def test_cli_never_tracebacks_hangs_or_verifies_wrong(home, argv):
     argv = _resolve(argv, home)
     note(repr(argv))
     TRIES["fuzzed CLI calls"] += 1
-    code, out, err = run_cli(argv)
+    code, out, err = run_cli(argv, HANG_SECONDS)
     event(f"{argv[0] if argv else '(none)'} exit {code}")
     assert code in (0, 2), (code, err[-2000:])
     assert "Traceback" not in err

@@ -2,8 +2,6 @@
 line, before any search or allocation (``morello.limits``)."""
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import shutil
 import subprocess
@@ -11,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import probes
 import pytest
 
 import morello
@@ -20,13 +19,7 @@ from morello.search import Engine
 
 
 def run_cli(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = cli.main(list(argv))
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 2
-    return code, out.getvalue(), err.getvalue()
+    return probes.run_cli(list(argv))
 
 
 def one_error_line(err: str) -> str:

@@ -277,16 +277,17 @@ def _elementwise_check(spec: Spec, target: Target) -> Reason:
     return None
 
 
-def _stream_cost(n: int, target: Target, moves: int, ops: int) -> int:
+def _stream_cost(n: int, target: Target, moves: int, ops: int, tail_ops: int = 1) -> int:
     """``n`` f32 elements streamed through vectors: per vector ``moves`` loads/stores
-    (``vector_move`` each) and ``ops`` arithmetic ops (``fma`` each); per tail element a
-    scalar op (``scalar_op`` excludes operand traffic) and its ``moves`` scalar loads and
-    stores, which cost a load/store slot as vector ones do; and per call one vector move
-    (pointer setup, loop entry and exit: what makes one big call cheaper than many)."""
+    (``vector_move`` each) and ``ops`` arithmetic ops (``fma`` each); per tail element
+    ``tail_ops`` scalar ops (``scalar_op`` excludes operand traffic) and its ``moves``
+    scalar loads and stores, which cost a load/store slot as vector ones do; and per call
+    one vector move (pointer setup, loop entry and exit: what makes one big call cheaper
+    than many)."""
     nvec, tail = divmod(n, 8)
     c = target.costs
     return (nvec * (moves * c.vector_move + ops * c.fma)
-            + tail * (moves * c.vector_move + c.scalar_op) + c.vector_move)
+            + tail * (moves * c.vector_move + tail_ops * c.scalar_op) + c.vector_move)
 
 
 def _at(p: str, off: int | str) -> str:
@@ -394,13 +395,18 @@ def _bcast_scalar_emit(w, spec, ops, vt) -> None:
 
 # --- MaxAccum, SumAccum -------------------------------------------------------------------
 
-def _hreduce_check(spec: Spec, target: Target) -> Reason:
-    src, dst = spec.operands
-    if dst.volume != 1 or not _rf_or_l1(dst):
-        return "dst must be a scalar in RF or L1"
-    if src.level is not Level.L1 or not src.contiguous:
-        return "src must be contiguous in L1"
+def _scalar_and_row_check(spec: Spec, scalar: int, row: int) -> Reason:
+    """Operand ``scalar`` a scalar in RF or L1, operand ``row`` contiguous in L1, f32."""
+    names = spec.info.operands
+    if spec.operands[scalar].volume != 1 or not _rf_or_l1(spec.operands[scalar]):
+        return f"{names[scalar]} must be a scalar in RF or L1"
+    if spec.operands[row].level is not Level.L1 or not spec.operands[row].contiguous:
+        return f"{names[row]} must be contiguous in L1"
     return _all_f32(spec)
+
+
+def _hreduce_check(spec: Spec, target: Target) -> Reason:
+    return _scalar_and_row_check(spec, 1, 0)
 
 
 def _hreduce_cost(s: Spec, t: Target) -> int:
@@ -564,10 +570,8 @@ def _exp_sum_emit(w, spec, ops, vt) -> None:
 
 def _exp_sum_cost(s: Spec, t: Target) -> int:
     n = s.operands[0].volume
-    c = t.costs
-    nvec, tail = divmod(n, 8)
-    return (nvec * (c.vector_move + (EXP_OPS + 2) * c.fma) + tail * (EXP_OPS + 2) * c.scalar_op
-            + (c.hsum if nvec else 0) + c.vector_move + _io(s, t))
+    return (_stream_cost(n, t, 1, EXP_OPS + 2, EXP_OPS + 2)
+            + (t.costs.hsum if n >= 8 else 0) + _io(s, t))
 
 
 def _exp_normalize_emit(w, spec, ops, vt) -> None:
@@ -585,12 +589,8 @@ def _exp_normalize_emit(w, spec, ops, vt) -> None:
 
 
 def _exp_normalize_cost(s: Spec, t: Target) -> int:
-    n = s.volume
-    c = t.costs
-    nvec, tail = divmod(n, 8)
-    return (nvec * (2 * c.vector_move + (EXP_OPS + 2) * c.fma)
-            + tail * (2 * c.vector_move + (EXP_OPS + 2) * c.scalar_op) + c.vector_move
-            + c.scalar_op + _io(s, t))
+    return (_stream_cost(s.volume, t, 2, EXP_OPS + 2, EXP_OPS + 2) + t.costs.scalar_op
+            + _io(s, t))
 
 
 def _exp_row_emit(w, spec, ops, vt) -> None:
@@ -607,20 +607,7 @@ def _exp_row_emit(w, spec, ops, vt) -> None:
 
 
 def _exp_row_cost(s: Spec, t: Target) -> int:
-    c = t.costs
-    nvec, tail = divmod(s.volume, 8)
-    return (nvec * (2 * c.vector_move + (EXP_OPS + 1) * c.fma)
-            + tail * (2 * c.vector_move + (EXP_OPS + 1) * c.scalar_op) + c.vector_move
-            + _io(s, t))
-
-
-def _div_scalar_check(spec: Spec, target: Target) -> Reason:
-    den, dst = spec.operands
-    if den.volume != 1 or not _rf_or_l1(den):
-        return "denom must be a scalar in RF or L1 (rows tiled to one)"
-    if dst.level is not Level.L1 or not dst.contiguous:
-        return "dst must be contiguous in L1"
-    return _all_f32(spec)
+    return _stream_cost(s.volume, t, 2, EXP_OPS + 1, EXP_OPS + 1) + _io(s, t)
 
 
 def _div_scalar_emit(w, spec, ops, vt) -> None:
@@ -711,7 +698,7 @@ KERNELS: tuple[Kernel, ...] = (
            "dst = exp(src - max) / denom over contiguous L1 rows"),
     Kernel("VectorExp", PrimKind.SOFTMAX_EXP, lambda s, t: _row_stats_check(s, t, 1),
            _exp_row_cost, 2, _exp_row_emit, "dst = exp(src - max) over contiguous L1 rows"),
-    Kernel("VectorDivScalar", PrimKind.DIV_REDUCED, _div_scalar_check,
+    Kernel("VectorDivScalar", PrimKind.DIV_REDUCED, lambda s, t: _scalar_and_row_check(s, 0, 1),
            lambda s, t: _stream_cost(s.volume, t, 2, 1) + t.costs.scalar_op + _io(s, t), 1,
            _div_scalar_emit, "dst *= 1 / denom over a contiguous L1 row"),
 )
