@@ -264,7 +264,7 @@ def emit_c(impl: Impl, target: Target | None = None, threads: int = 1) -> str:
         from morello.memory import AVX2
         target = AVX2
     spec = impl.spec
-    info = KINDS[spec.kind]
+    info = spec.kind.info
     e = _Emitter(target, threads)
     names = info.operands
     params = []

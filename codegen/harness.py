@@ -17,7 +17,7 @@ from morello.specs import KINDS, Spec
 
 
 def emit_main(spec: Spec) -> str:
-    info = KINDS[spec.kind]
+    info = spec.kind.info
     ops = spec.operands
     w = Writer()
     w.line("#include <stdio.h>")

@@ -28,7 +28,9 @@ from morello.api import (  # noqa: E402 (after the check above)
     DatabaseWarning,
     Program,
     add,
+    attention,
     broadcast,
+    chain,
     fill,
     matmul,
     mul,
@@ -40,7 +42,7 @@ from morello.api import (  # noqa: E402 (after the check above)
 )
 from morello.errors import BuildError, DatabaseError, MorelloError, RewriteError, SpecError
 from morello.memory import Level
-from morello.rewrites import Move, Select, Split, TileOut, ToAccum
+from morello.rewrites import Bufferize, Move, Select, Split, TileOut, ToAccum
 from morello.schedule import schedule
 
 __all__ = [
@@ -57,8 +59,11 @@ __all__ = [
     "Split",
     "TileOut",
     "ToAccum",
+    "Bufferize",
     "add",
+    "attention",
     "broadcast",
+    "chain",
     "fill",
     "matmul",
     "mul",

@@ -47,7 +47,7 @@ def _spec(kind: PrimKind, shape: tuple[int, ...], params: tuple, dtype, serial: 
         raise SpecError(f"dtype {dt} is not supported yet for {kind.title} (supported: "
                         f"{', '.join(d.short for d in SUPPORTED)})")
     tgt = _target(target)
-    reason = KINDS[kind].check_params(len(shape), params)
+    reason = kind.info.check_params(len(shape), params)
     if reason:
         raise SpecError(reason)
     limits.check_points(kind.title, shape)
@@ -94,14 +94,14 @@ def matmul(m: int, k: int, n: int, *, batch: int = 1, dtype: str | Dtype = "f32"
 
 
 def _elementwise(kind: PrimKind):
-    title = KINDS[kind].title
+    title = kind.info.title
 
     def make(*shape: int, dtype: str | Dtype = "f32", serial: bool = True,
              target: str | Target = "avx2") -> Spec:
         return _spec(kind, _shape(shape), (), dtype, serial, target)
 
     make.__name__ = title.lower()
-    make.__doc__ = (f"The Spec of the elementwise ``{KINDS[kind].doc}`` over tensors of "
+    make.__doc__ = (f"The Spec of the elementwise ``{kind.info.doc}`` over tensors of "
                     f"``shape`` (1 to 4 sizes), row-major in main memory.")
     return make
 
@@ -132,7 +132,7 @@ def _reduction(kind: PrimKind, name: str):
         return _spec(kind, shp, (_dim(dim, len(shp)),), dtype, serial, target)
 
     make.__name__ = name
-    make.__doc__ = (f"The Spec of ``{KINDS[kind].doc}``: ``src`` has ``shape``, ``dst`` "
+    make.__doc__ = (f"The Spec of ``{kind.info.doc}``: ``src`` has ``shape``, ``dst`` "
                     "the same shape with extent 1 at ``dim`` (numpy's keepdims).")
     return make
 
@@ -147,6 +147,119 @@ def softmax(*shape: int, dim: int = -1, dtype: str | Dtype = "f32", serial: bool
     last by default) over tensors of ``shape``. -inf inputs give 0; NaN propagates."""
     shp = _shape(shape)
     return _spec(PrimKind.SOFTMAX, shp, (_dim(dim, len(shp)),), dtype, serial, target)
+
+def _lift(spec: Spec, rank: int) -> Spec:
+    """``spec`` with leading dims of extent 1 up to ``rank`` (elementwise, reduction and
+    softmax kinds, whose operands all have the Spec's rank)."""
+    add = rank - len(spec.shape)
+    if add <= 0 or spec.kind is PrimKind.MATMUL or not spec.kind.info.ranks[1] >= rank:
+        return spec
+    params = tuple(p + add for p in spec.params) if spec.kind.info.params == ("dim",) \
+        else spec.params
+    ones = (1,) * add
+    ops = tuple(fresh(ones + o.shape, o.dtype, o.level, layouts.row_major(rank))
+                if o.layout == layouts.row_major(len(o.shape)) and o.contiguous
+                else None for o in spec.operands)
+    if any(o is None for o in ops):
+        return spec
+    return Spec(spec.kind, ones + spec.shape, ops, spec.serial_only, spec.limits, params)
+
+
+def chain(*steps: Spec) -> Spec:
+    """The Compose Spec of ``steps`` run in order: each step's first input is the
+    previous step's output, whose shape it must have (a step of lower rank, such as
+    ``softmax(128, 128)`` after a matmul's ``1×128×128`` output, gets leading dims of
+    extent 1). The chain's operands are the steps' other operands, last step first,
+    then all inputs of the first step, then the output (see ``morello.compose``)::
+
+        morello.chain(morello.matmul(128, 64, 128), morello.softmax(128, 128),
+                      morello.matmul(128, 128, 64))       # softmax(Q @ Kt) @ V
+    """
+    from morello import compose
+
+    if len(steps) == 1 and isinstance(steps[0], (list, tuple)):
+        steps = tuple(steps[0])
+    if not all(isinstance(s, Spec) for s in steps):
+        bad = next(s for s in steps if not isinstance(s, Spec))
+        raise SpecError(f"chain takes Specs (from morello.matmul, morello.softmax, ...), "
+                        f"got {type(bad).__name__}")
+    if not 2 <= len(steps) <= compose.MAX_COMPONENTS:
+        raise SpecError(f"a chain has 2..{compose.MAX_COMPONENTS} steps, got {len(steps)}")
+    specs = [steps[0]]
+    for prev_i, s in enumerate(steps[1:]):
+        if isinstance(s.kind, compose.Chain):
+            raise SpecError("a chain step must be a primitive Spec, not a chain")
+        prev = specs[prev_i]
+        s = _lift(s, len(prev.output.shape))
+        if s.operands[0].shape != prev.output.shape:
+            raise SpecError(
+                f"chain step {prev_i + 2} ({s.kind.title}) reads a tensor of shape "
+                f"{'×'.join(map(str, s.operands[0].shape))}, but step {prev_i + 1} "
+                f"({prev.kind.title}) writes {'×'.join(map(str, prev.output.shape))}")
+        specs.append(s)
+    for s in specs:
+        if isinstance(s.kind, compose.Chain):
+            raise SpecError("a chain step must be a primitive Spec, not a chain")
+        why = compose._chainable(s.kind)
+        if why:
+            raise SpecError(f"chain: {why}")
+    # Chain dims: union the Spec dims each step's input 0 shares with the previous output.
+    parent: dict[tuple[int, int], tuple[int, int]] = {}
+
+    def find(x):
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    for j in range(1, len(specs)):
+        cur, prev = specs[j], specs[j - 1]
+        ins = cur.kind.info.operand_map(len(cur.shape), cur.params)[0]
+        outs = prev.kind.info.operand_map(len(prev.shape), prev.params)[-1]
+        for (a, ca), (b, cb) in zip(ins, outs):
+            if len(a) == 1 and len(b) == 1 and ca == cb == 0:
+                parent[find((j, a[0]))] = find((j - 1, b[0]))
+            elif a or b:
+                raise SpecError(f"chain step {j + 1} ({cur.kind.title}) cannot read the "
+                                f"output of step {j} ({prev.kind.title})")
+    classes: dict[tuple[int, int], int] = {}
+    sizes: list[int] = []
+    comps = []
+    for j, s in enumerate(specs):
+        dims = []
+        for d, size in enumerate(s.shape):
+            root = find((j, d))
+            if root not in classes:
+                classes[root] = len(sizes)
+                sizes.append(size)
+            dims.append(classes[root])
+        comps.append(compose.Component(s.kind, s.params, tuple(dims)))
+    ch = compose.canonical(compose.Chain(tuple(reversed(comps))))
+    order = compose.renumbering(compose.Chain(tuple(reversed(comps))))
+    shape = tuple(sizes[d] for d in order)
+    limits.check_points(ch.title, shape)
+    # Operands: each chain operand is an operand of one step (reused as given).
+    head_first = list(reversed(specs))
+    ops = []
+    last = len(head_first) - 1
+    for i, s in enumerate(head_first):
+        first = 0 if i == last else 1
+        ops.extend(s.operands[first:len(s.operands) - 1])
+    ops.append(head_first[0].output)
+    lim = specs[-1].limits
+    spec = Spec(ch, shape, tuple(ops), all(s.serial_only for s in specs), lim, ())
+    return spec.canonical()
+
+
+def attention(seq: int, dim: int, *, kv_seq: int | None = None, dtype: str | Dtype = "f32",
+              serial: bool = True, target: str | Target = "avx2") -> Spec:
+    """The chain ``softmax(Q @ Kt) @ V`` (rows of the scores normalized): ``Q`` is
+    ``seq×dim``, ``Kt`` is ``dim×kv_seq`` (K transposed), ``V`` is ``kv_seq×dim``
+    (``kv_seq`` defaults to ``seq``). Operands: ``V``, ``Q``, ``Kt``, ``out``."""
+    kv = seq if kv_seq is None else kv_seq
+    opts = {"dtype": dtype, "serial": serial, "target": target}
+    return chain(matmul(seq, dim, kv, **opts), softmax(seq, kv, **opts),
+                 matmul(seq, kv, dim, **opts))
+
 
 # The operations of the command line: name -> (kind, constructor).
 OPERATIONS = {
@@ -317,11 +430,11 @@ class Program:
         src = self.c_source
         path = compile_c(src, self.target.cflags, openmp="#pragma omp" in src)
         ops = self.spec.operands
-        if KINDS[self.spec.kind].output != len(ops) - 1:
+        if self.spec.kind.info.output != len(ops) - 1:
             raise MorelloError(f"{self.spec.kind.title}: only programs whose output is "
                                "the last operand can be called")
         return CompiledProgram(path, [o.shape for o in ops], [o.dtype.np for o in ops],
-                               len(ops) - 1, KINDS[self.spec.kind].operands)
+                               len(ops) - 1, self.spec.kind.info.operands)
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
         """Inputs in [-1, 1), one per operand before the output."""
@@ -333,7 +446,7 @@ class Program:
     def reference(self, *inputs) -> np.ndarray:
         """What the program computes, by numpy (the kind's reference)."""
         out = self.spec.output
-        return KINDS[self.spec.kind].reference(self.spec.params, list(inputs),
+        return self.spec.kind.info.reference(self.spec.params, list(inputs),
                                                np.zeros(out.shape, out.dtype.np))
 
     def verify(self, fn=None, seed: int = 0) -> tuple[bool, float]:

@@ -182,7 +182,7 @@ def _spec(args):
 
     op = args.op
     kind, make = OPERATIONS[op]
-    params = KINDS[kind].params
+    params = kind.info.params
     kw = dict(dtype=args.dtype, target=args.target, serial=args.threads == 1)
     if op == "matmul":
         if len(args.sizes) != 3:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 
+from morello import compose
 from morello._pages import doubling_block
 from morello.dtypes import BY_NAME as DTYPES_BY_NAME
 from morello.layouts import Layout, PhysDim
@@ -64,6 +65,25 @@ for _kind, _info in KINDS.items():
     FAMILIES.setdefault(_info.family, {})[_info.member] = _kind
 _N_OPERANDS = {f: KINDS[next(iter(m.values()))].n_operands for f, m in FAMILIES.items()}
 _HAS_MEMBER = {f for f, m in FAMILIES.items() if None not in m}
+
+
+def family_kinds(family: str) -> dict:
+    """The kinds of table family ``family`` by member coordinate: a primitive family of
+    the kind table, or a chain named by its family (``morello.compose``). ValueError for
+    a name that is neither."""
+    found = FAMILIES.get(family) if isinstance(family, str) else None
+    if found is not None:
+        return found
+    if isinstance(family, str) and family.startswith(compose.FAMILY_PREFIX):
+        return {None: compose.parse_family(family)}
+    raise ValueError(f"unknown table family {str(family)[:80]!r}")
+
+
+def _n_operands(family: str) -> int:
+    n = _N_OPERANDS.get(family)
+    if n is None:
+        n = family_kinds(family)[None].info.n_operands
+    return n
 _OPERAND_COORDS = 4
 
 
@@ -205,15 +225,15 @@ def key_params(kind: PrimKind, params: tuple) -> tuple:
     """Kind parameters as table-key items: ints stay, fill values become their text
     (so keys hold only ints and strings)."""
     return tuple(repr(float(v)) if name == "value" else v
-                 for name, v in zip(KINDS[kind].params, params))
+                 for name, v in zip(kind.info.params, params))
 
 
 def _params_from_key(kind: PrimKind, items: tuple) -> tuple:
-    if len(items) != len(KINDS[kind].params):
-        raise ValueError(f"{kind.title} takes parameters {KINDS[kind].params}, got {items}")
+    if len(items) != len(kind.info.params):
+        raise ValueError(f"{kind.title} takes parameters {kind.info.params}, got {items}")
     try:
         return tuple(float(v) if name == "value" else v
-                     for name, v in zip(KINDS[kind].params, items))
+                     for name, v in zip(kind.info.params, items))
     except (TypeError, ValueError):
         raise ValueError(f"bad parameters {items!r} for {kind.title}") from None
 
@@ -222,7 +242,7 @@ def spec_key(spec: Spec) -> tuple:
     """The table key ``(family, params, dtype names, rank)`` (the member is a
     coordinate; a fill value is written as text)."""
     return (
-        KINDS[spec.kind].family,
+        spec.kind.info.family,
         key_params(spec.kind, spec.params),
         tuple(o.dtype.short for o in spec.operands),
         len(spec.shape),
@@ -235,7 +255,7 @@ def point_len(key: tuple) -> int:
     return (
         (1 if family in _HAS_MEMBER else 0)
         + rank
-        + _OPERAND_COORDS * _N_OPERANDS[family]
+        + _OPERAND_COORDS * _n_operands(family)
         + 1
         + NLEVELS
     )
@@ -259,7 +279,7 @@ def segments(key: tuple) -> tuple[str, ...]:
     ``level``, ``layout``, ``deficit``, ``vector``, ``serial`` or ``limit``."""
     family, _, _, rank = key
     return (("member",) * (1 if family in _HAS_MEMBER else 0) + ("shape",) * rank
-            + OPERAND_SEGMENTS * _N_OPERANDS[family] + ("serial",) + ("limit",) * NLEVELS)
+            + OPERAND_SEGMENTS * _n_operands(family) + ("serial",) + ("limit",) * NLEVELS)
 
 
 def page_blocks(key: tuple) -> tuple[int, ...]:
@@ -312,7 +332,7 @@ def spec_point(spec: Spec, target: Target = AVX2) -> tuple[int, ...]:
     into ``target.vector_bytes``. Raises ValueError when not ``defined_for(spec)``.
     """
     pt: list[int] = []
-    member = KINDS[spec.kind].member
+    member = spec.kind.info.member
     if member is not None:
         pt.append(member)
     pt.extend(d - 1 for d in spec.shape)
@@ -330,9 +350,8 @@ def spec_from_coords(key: tuple, point: tuple[int, ...], target: Target = AVX2) 
     or point.
     """
     family, param_items, dtype_names, rank = key
-    if family not in _N_OPERANDS:
-        raise ValueError(f"unknown table family {family!r}")
-    n_ops = _N_OPERANDS[family]
+    kinds = family_kinds(family)
+    n_ops = _n_operands(family)
     if len(dtype_names) != n_ops:
         raise ValueError(f"{family} takes {n_ops} dtypes, got {dtype_names}")
     if len(point) != point_len(key):
@@ -343,12 +362,12 @@ def spec_from_coords(key: tuple, point: tuple[int, ...], target: Target = AVX2) 
         raise ValueError(f"coordinates must be >= 0, got {point}")
     it = iter(point)
     member = next(it) if family in _HAS_MEMBER else None
-    if member not in FAMILIES[family]:
+    if member not in kinds:
         raise ValueError(f"member coordinate {member} names no kind of family {family}")
-    kind = FAMILIES[family][member]
+    kind = kinds[member]
     params = _params_from_key(kind, param_items)
     shape = tuple(next(it) + 1 for _ in range(rank))
-    reason = KINDS[kind].check_params(rank, params)
+    reason = kind.info.check_params(rank, params)
     if reason:
         raise ValueError(reason)
     operands = []
@@ -383,7 +402,7 @@ def defined_for(spec: Spec, target: Target = AVX2) -> bool:
     Holds for every Spec whose layouts name only its operands' dims with pack sizes
     >= 1, and whose VRF vector sizes are vectors of ``target``.
     """
-    if spec.kind not in KINDS:
+    if spec.kind not in KINDS and not isinstance(spec.kind, compose.Chain):
         return False
     for t in spec.operands:
         if t.dtype.short not in DTYPES_BY_NAME:

@@ -127,14 +127,17 @@ def _table_key_text(key: tuple) -> str:
 
 def _table_key(text: str) -> tuple:
     """The table key of its JSON text; ValueError if it is not one."""
-    from morello.coords import FAMILIES
+    from morello.coords import family_kinds
 
     try:
         family, params, dtypes, rank = json.loads(text)
     except (ValueError, TypeError, RecursionError):
         raise ValueError(f"malformed table key {text[:80]!r}") from None
-    if (not isinstance(family, str) or family not in FAMILIES
-            or not isinstance(params, list)
+    try:
+        family_kinds(family)
+    except ValueError:
+        raise ValueError(f"malformed table key {text[:80]!r}") from None
+    if (not isinstance(params, list)
             or not all(isinstance(p, (int, str)) and not isinstance(p, bool) for p in params)
             or not isinstance(dtypes, list) or not all(isinstance(d, str) for d in dtypes)
             or not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank <= 16):
@@ -649,12 +652,12 @@ def check_writable(path: Path) -> None:
 
 def coordinate_bounds(key: tuple, target) -> list[int]:
     """Per coordinate of table ``key``, the largest value a stored box may reach."""
-    from morello.coords import FAMILIES, _limit_coord, segments
+    from morello.coords import _limit_coord, family_kinds, segments
     from morello.limits import MAX_POINTS
     from morello.memory import LEVELS, NLEVELS
 
     family, _, _, rank = key
-    top = {"member": max((m or 0) for m in FAMILIES[family]), "shape": MAX_POINTS,
+    top = {"member": max((m or 0) for m in family_kinds(family)), "shape": MAX_POINTS,
            "level": NLEVELS - 1, "layout": 1 << 62, "deficit": 64,
            "vector": len(target.vector_bytes) - 1, "serial": 1}
     limits = [_limit_coord(lvl, u) for lvl, u in zip(LEVELS, target.max_limits().units)]

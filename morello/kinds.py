@@ -360,7 +360,7 @@ def operand_shapes(kind: PrimKind, shape: tuple[int, ...],
     """Each operand's shape, from the Spec's ``shape`` through the kind's operand map."""
     return tuple(
         tuple(sum(shape[s] for s in sdims) + c for sdims, c in dims)
-        for dims in KINDS[kind].operand_map(len(shape), params)
+        for dims in kind.info.operand_map(len(shape), params)
     )
 
 
@@ -368,7 +368,7 @@ def operand_dim(kind: PrimKind, operand: int, sdim: int, rank: int,
                 params: Params = ()) -> int | None:
     """The dim of ``operand`` that Spec dim ``sdim`` indexes alone (None: no operand dim
     is exactly that Spec dim)."""
-    for d, (sdims, c) in enumerate(KINDS[kind].operand_map(rank, params)[operand]):
+    for d, (sdims, c) in enumerate(kind.info.operand_map(rank, params)[operand]):
         if sdims == (sdim,) and c == 0:
             return d
     return None
@@ -376,14 +376,24 @@ def operand_dim(kind: PrimKind, operand: int, sdim: int, rank: int,
 
 def output_dims(kind: PrimKind, rank: int, params: Params = ()) -> tuple[int | None, ...]:
     """Per output dim, the Spec dim it is (None for a constant dim)."""
-    info = KINDS[kind]
+    info = kind.info
     dims = info.operand_map(rank, params)[info.output]
     return tuple(sdims[0] if len(sdims) == 1 and c == 0 else None for sdims, c in dims)
 
 
 def reduction_dims(kind: PrimKind, rank: int, params: Params = ()) -> tuple[int, ...]:
     """Spec dims that index no written operand: loops over them accumulate."""
-    info = KINDS[kind]
+    info = kind.info
     omap = info.operand_map(rank, params)
     written = {s for w in info.writes for sdims, _ in omap[w] for s in sdims}
     return tuple(d for d in range(rank) if d not in written)
+
+
+def fixed_dims(kind, rank: int, params: Params = ()) -> tuple[int, ...]:
+    """Spec dims no loop may tile: a scan kind's scan dim (``params[0]``), a chain's
+    softmax scan dims (``morello.compose.Chain.fixed_dims``)."""
+    info = kind.info
+    if not info.scan:
+        return ()
+    chain_fixed = getattr(kind, "fixed_dims", None)
+    return chain_fixed() if chain_fixed is not None else (params[0],)

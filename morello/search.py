@@ -19,6 +19,7 @@ from morello._pages import PageCache
 from morello.coords import key_params, merge_dims, operand_coords, page_blocks, point_len
 from morello.cost import Cost, move_cost
 from morello.dtypes import Dtype
+from morello.compose import MAX_CHAIN_OPERANDS, MAX_CHAIN_RANK
 from morello.errors import DatabaseError, MorelloError, SpecError
 from morello.kernels import table_for
 from morello.kinds import KINDS, MAX_RANK, PrimKind, output_dims, reduction_dims
@@ -98,7 +99,8 @@ class Engine:
         self._last = 0.0
         self.native = native
         max_kernels = max(len(self.kernels.for_kind(k)) for k in PrimKind)
-        self.graph = SpecGraph(MAX_RANK, max(i.n_operands for i in KINDS.values()),
+        self.graph = SpecGraph(max(MAX_RANK, MAX_CHAIN_RANK),
+                               max(MAX_CHAIN_OPERANDS, *(i.n_operands for i in KINDS.values())),
                                max_kernels, [lvl.counts_registers for lvl in LEVELS],
                                self._table_of)
         t = target
@@ -148,7 +150,7 @@ class Engine:
     def _table_of(self, form: int, dtype_codes: tuple[int, ...]) -> int:
         """The persistent table of Specs of ``form`` over operands of these dtypes."""
         kind, params, rank = self.form_keys[form]
-        return self.table_index((KINDS[kind].family, key_params(kind, params),
+        return self.table_index((kind.info.family, key_params(kind, params),
                                  tuple(_DTYPES[c].short for c in dtype_codes), rank))
 
     def _load_page(self, i: int, page: tuple[int, ...]):
@@ -190,7 +192,7 @@ class Engine:
         f = self.forms.get(key)
         if f is not None:
             return f
-        info = KINDS[kind]
+        info = kind.info
         reason = info.check_params(rank, params)
         if reason:
             raise SpecError(reason)

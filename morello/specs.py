@@ -31,7 +31,7 @@ def _param_str(kind: PrimKind, params: tuple) -> str:
     if not params:
         return ""
     parts = []
-    for name, v in zip(KINDS[kind].params, params):
+    for name, v in zip(kind.info.params, params):
         if name == "value":
             v = "-inf" if v == -math.inf else f"{v:g}"
         parts.append(f"{name}={v}")
@@ -42,7 +42,7 @@ def _param_str(kind: PrimKind, params: tuple) -> str:
 class Spec:
     """A primitive Spec. Canonical when every operand TensorSpec is canonical.
 
-    ``params`` are the kind's parameters (``KINDS[kind].params``: a reduced or broadcast
+    ``params`` are the kind's parameters (``kind.info.params``: a reduced or broadcast
     dim, a fill value)."""
 
     kind: PrimKind
@@ -68,7 +68,7 @@ class Spec:
                              self.limits, self.params))
 
     def __post_init__(self) -> None:
-        info = KINDS[self.kind]
+        info = self.kind.info
         reason = info.check_params(len(self.shape), self.params)
         if reason:
             raise SpecError(reason)
@@ -83,7 +83,7 @@ class Spec:
 
     @property
     def info(self):
-        return KINDS[self.kind]
+        return self.kind.info
 
     @property
     def volume(self) -> int:
@@ -91,7 +91,7 @@ class Spec:
 
     @property
     def output(self) -> TensorSpec:
-        return self.operands[KINDS[self.kind].output]
+        return self.operands[self.kind.info.output]
 
     @property
     def is_canonical(self) -> bool:
@@ -117,7 +117,7 @@ class Spec:
         return operand_dim(self.kind, operand, sdim, len(self.shape), self.params)
 
     def flops(self) -> int:
-        return KINDS[self.kind].flops_per_point * self.volume
+        return self.kind.info.flops_per_point * self.volume
 
     def logical_str(self) -> str:
         ops = ", ".join(str(o) for o in self.operands)

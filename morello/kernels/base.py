@@ -87,7 +87,7 @@ class Kernel:
         return sum(1 << d for d in self.unit_dims if d < rank)
 
     def semantics(self) -> Callable:
-        return self.reference or KINDS[self.kind].reference
+        return self.reference or self.kind.info.reference
 
 
 class KernelTable:

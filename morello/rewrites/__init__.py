@@ -17,6 +17,7 @@ import json
 from morello.memory import DESTINATIONS, Target
 from morello.rewrites.accum import ToAccum
 from morello.rewrites.base import Expansion, RewriteError
+from morello.rewrites.bufferize import Bufferize, bufferize_actions
 from morello.rewrites.decompose import Decompose, decompose_actions
 from morello.rewrites.move import LAYOUT_SCHEME, PACK_SIZES, Move, move_actions
 from morello.rewrites.select import Select, select_actions
@@ -29,10 +30,10 @@ from morello.rewrites.tile import (
 )
 from morello.specs import KINDS, Spec
 
-Action = TileOut | Split | Move | ToAccum | Select | Decompose
+Action = TileOut | Split | Move | ToAccum | Select | Decompose | Bufferize
 
 __all__ = [
-    "Action", "Decompose", "Expansion", "Move", "RewriteError", "Select", "Split", "TileOut",
+    "Action", "Bufferize", "Decompose", "Expansion", "Move", "RewriteError", "Select", "Split", "TileOut",
     "ToAccum", "actions", "actions_fingerprint",
 ]
 
@@ -43,10 +44,11 @@ def actions(spec: Spec, target: Target) -> list[Action]:
     out.extend(move_actions(spec, target))
     out.extend(tile_actions(spec, target))
     out.extend(select_actions(spec, target))
-    if KINDS[spec.kind].accum is not None:
+    if spec.kind.info.accum is not None:
         out.append(ToAccum())
     out.extend(split_actions(spec, target))
     out.extend(decompose_actions(spec, target))
+    out.extend(bufferize_actions(spec, target))
     return out
 
 
@@ -64,7 +66,8 @@ def actions_fingerprint(target: Target) -> str:
     from morello import coords
     from morello.kernels import table_for
     from morello.kinds import FILL_VALUES
-    from morello.rewrites import decompose
+    from morello import compose
+    from morello.rewrites import bufferize, decompose
 
     kinds = []
     for kind, info in KINDS.items():
@@ -92,6 +95,8 @@ def actions_fingerprint(target: Target) -> str:
         "vector_bytes": target.vector_bytes,
         "coords": coords.SCHEME,
         "decompositions": decompose.identity(),
+        "bufferize": bufferize.identity(),
+        "chains": [compose.MAX_CHAIN_RANK, compose.MAX_CHAIN_OPERANDS, compose.FAMILY_PREFIX],
     }
     text = json.dumps(ident, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:8]

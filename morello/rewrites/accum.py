@@ -22,7 +22,7 @@ class ToAccum:
     """Fill the output with the twin's initial value, then run the accumulating twin."""
 
     def expand(self, spec: Spec, target: Target) -> Expansion | None:
-        info = KINDS[spec.kind]
+        info = spec.kind.info
         if info.accum is None:
             return None
         out = spec.output
@@ -32,7 +32,7 @@ class ToAccum:
         return Expansion((fill, accum), (1, 1), 0, (0,) * NLEVELS)
 
     def apply(self, spec: Spec, target: Target) -> Block:
-        out = KINDS[spec.kind].output
+        out = spec.kind.info.output
         return Block(((out,), tuple(range(len(spec.operands)))))
 
     def __str__(self) -> str:

@@ -106,7 +106,7 @@ class Move:
             return None
         body = spec.with_operand(self.operand, new, limits)
         children = []
-        info = KINDS[spec.kind]
+        info = spec.kind.info
         if not view and self.operand in info.reads:
             children.append(_move_spec(t, new, spec, limits))
         children.append(body)
@@ -128,7 +128,7 @@ class Move:
         if view:  # the same buffer, now counted as resident in a cache
             return Block((tuple(range(len(spec.operands))),))
         body = tuple(NEW if j == self.operand else j for j in range(len(spec.operands)))
-        info = KINDS[spec.kind]
+        info = spec.kind.info
         steps: list[tuple[int, ...]] = []
         if self.operand in info.reads:
             steps.append((self.operand, NEW))
@@ -158,7 +158,7 @@ def move_actions(spec: Spec, target: Target) -> list[Move]:
 def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tuple[Move, ...]:
     """The Move actions of operand ``i`` (of a Spec of ``kind``), in their fixed order."""
     acts: list[Move] = []
-    info = KINDS[kind]
+    info = kind.info
     if info.staging == "views":
         # Moves, fills and the kernels of memory-bound kinds only stage operands through
         # L1 (a cache view); a copy would re-create a Move Spec one level down.

@@ -22,7 +22,8 @@ from morello.cost import loop_iterations
 from morello.memory import NLEVELS, Level, Target
 from morello.nodes import Loop
 from morello.rewrites.base import Expansion
-from morello.specs import KINDS, Spec, operand_shapes, output_dims, reduction_dims
+from morello.kinds import fixed_dims
+from morello.specs import Spec, operand_shapes, output_dims, reduction_dims
 
 
 def spec_dim_of_output(spec: Spec, out_dim: int) -> int | None:
@@ -130,7 +131,7 @@ class TileOut:
 
     def expand(self, spec: Spec, target: Target) -> Expansion | None:
         sdim = self.spec_dim(spec)
-        if sdim is None or KINDS[spec.kind].scan and sdim == spec.params[0]:
+        if sdim is None or sdim in fixed_dims(spec.kind, len(spec.shape), spec.params):
             return None
         return loop_expansion(spec, sdim, self.size, self.parallel, target)
 
@@ -161,7 +162,7 @@ class Split:
 
     def expand(self, spec: Spec, target: Target) -> Expansion | None:
         sdim = self.spec_dim(spec)
-        if not KINDS[spec.kind].accumulates or sdim is None:
+        if not spec.kind.info.accumulates or sdim is None:
             return None
         return loop_expansion(spec, sdim, self.size, False, target)
 
@@ -177,14 +178,15 @@ class Split:
 def tile_actions(spec: Spec, target: Target):
     out_dims = output_dims(spec.kind, len(spec.shape), spec.params)
     top = max(spec.output.shape)
-    row_dim = KINDS[spec.kind].row_dim
+    row_dim = spec.kind.info.row_dim
 
     def sizes(d: int):
         return _sizes(top, target, rows=d == row_dim)
 
     # A scan kind's scan dim is never tiled (its output depends on all of it).
-    scan = spec.params[0] if KINDS[spec.kind].scan else None
-    dims = [d for d in range(len(out_dims)) if out_dims[d] is not None and out_dims[d] != scan]
+    fixed = fixed_dims(spec.kind, len(spec.shape), spec.params)
+    dims = [d for d in range(len(out_dims))
+            if out_dims[d] is not None and out_dims[d] not in fixed]
     acts = [TileOut(d, s) for d in dims for s in sizes(d)]
     if not spec.serial_only:
         acts += [TileOut(d, s, True) for d in dims for s in sizes(d)]
@@ -193,7 +195,7 @@ def tile_actions(spec: Spec, target: Target):
 
 def split_actions(spec: Spec, target: Target):
     """Split actions of an accumulating Spec: per reduction dim, every size below it."""
-    if not KINDS[spec.kind].accumulates:
+    if not spec.kind.info.accumulates:
         return []
     red = reduction_dims(spec.kind, len(spec.shape), spec.params)
     return [Split(s, None if j == 0 else d) for j, d in enumerate(red)

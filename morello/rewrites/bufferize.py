@@ -1,0 +1,99 @@
+"""Bufferize: split a Compose at one intermediate, held in a level the search chooses.
+
+::
+
+    Compose(c0, ..., ci, ci+1, ..., cn)(operands)
+        ->  alloc t @level                    (t = the input 0 of ci)
+            Compose(ci+1, ..., cn)(..., t)    the inner part writes t
+            Compose(c0, ..., ci)(..., t, ...) the outer part reads it
+
+A part of one component is that primitive Spec. Bufferizing at the last index peels the
+innermost component; at index 0 it computes everything below the head first. The
+intermediate is a fresh row-major buffer in main memory, L1, or scalar registers (a
+single element); a chain tiled by ``TileOut`` first keeps it small enough for L1 or for
+registers, which is how the search fuses: a loop over rows of the output whose body
+bufferizes one tile of every intermediate.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from morello import compose, layouts
+from morello.cost import own_units
+from morello.memory import Level, Target
+from morello.nodes import NEW, Block
+from morello.rewrites.base import Expansion
+from morello.specs import Spec, operand_shapes
+from morello.tensorspec import fresh
+
+# Where an intermediate may live, in the order the search enumerates them.
+BUFFER_LEVELS = (Level.GL, Level.L1, Level.RF)
+
+
+def _part(spec: Spec, lo: int, hi: int, ops, limits) -> Spec:
+    ch = spec.kind
+    assert isinstance(ch, compose.Chain)
+    kind, params, dims = compose.sub_chain(ch, lo, hi)
+    shape = tuple(spec.shape[d] for d in dims)
+    return Spec(kind, shape, tuple(ops), spec.serial_only, limits, params)
+
+
+@dataclass(frozen=True, slots=True)
+class Bufferize:
+    """Split the chain at the first input of component ``index`` (0 = the head), the
+    intermediate in ``level``."""
+
+    index: int
+    level: Level
+
+    def buffer(self, spec: Spec):
+        ch = spec.kind
+        if not isinstance(ch, compose.Chain) or not 0 <= self.index < len(ch.components) - 1:
+            return None
+        c = ch.components[self.index]
+        shape = operand_shapes(c.kind, ch.component_shape(self.index, spec.shape),
+                               c.params)[0]
+        if self.level is Level.RF and any(s != 1 for s in shape):
+            return None  # scalar registers hold one value per buffer here
+        dtype = spec.operands[-1].dtype
+        return fresh(shape, dtype, self.level, layouts.row_major(len(shape)))
+
+    def expand(self, spec: Spec, target: Target) -> Expansion | None:
+        new = self.buffer(spec)
+        if new is None:
+            return None
+        units = 0 if self.level is Level.GL else new.units(target)
+        limits = spec.limits.subtract(self.level, units)
+        if limits is None:
+            return None
+        ch = spec.kind
+        assert isinstance(ch, compose.Chain)
+        inner_steps, outer_steps = compose.split_steps(ch, self.index, NEW)
+
+        def ops(steps):
+            return [new if a == NEW else spec.operands[a] for a in steps]
+
+        inner = _part(spec, self.index + 1, len(ch.components), ops(inner_steps), limits)
+        outer = _part(spec, 0, self.index + 1, ops(outer_steps), limits)
+        return Expansion((inner, outer), (1, 1), 0, own_units(self.level, units))
+
+    def apply(self, spec: Spec, target: Target) -> Block:
+        new = self.buffer(spec)
+        assert new is not None and isinstance(spec.kind, compose.Chain)
+        return Block(compose.split_steps(spec.kind, self.index, NEW), new)
+
+    def __str__(self) -> str:
+        return f"Bufferize({self.index}, {self.level})"
+
+
+def bufferize_actions(spec: Spec, target: Target) -> list[Bufferize]:
+    ch = spec.kind
+    if not isinstance(ch, compose.Chain):
+        return []
+    return [Bufferize(i, level) for i in range(len(ch.components) - 1)
+            for level in BUFFER_LEVELS]
+
+
+def identity() -> list:
+    """What action indices of bufferizing depend on (for the actions fingerprint)."""
+    return [lvl.name for lvl in BUFFER_LEVELS]
