@@ -185,12 +185,13 @@ def chain(*steps: Spec) -> Spec:
                         f"got {type(bad).__name__}")
     if not 2 <= len(steps) <= compose.MAX_COMPONENTS:
         raise SpecError(f"a chain has 2..{compose.MAX_COMPONENTS} steps, got {len(steps)}")
-    specs = [steps[0]]
+    if any(isinstance(s.kind, compose.Chain) for s in steps):
+        raise SpecError("a chain step must be a primitive Spec, not a chain")
+    rank = max(len(s.output.shape) for s in steps)
+    specs = [_lift(steps[0], rank)]
     for prev_i, s in enumerate(steps[1:]):
-        if isinstance(s.kind, compose.Chain):
-            raise SpecError("a chain step must be a primitive Spec, not a chain")
         prev = specs[prev_i]
-        s = _lift(s, len(prev.output.shape))
+        s = _lift(s, rank)
         if s.operands[0].shape != prev.output.shape:
             raise SpecError(
                 f"chain step {prev_i + 2} ({s.kind.title}) reads a tensor of shape "
@@ -216,11 +217,10 @@ def chain(*steps: Spec) -> Spec:
         ins = cur.kind.info.operand_map(len(cur.shape), cur.params)[0]
         outs = prev.kind.info.operand_map(len(prev.shape), prev.params)[-1]
         for (a, ca), (b, cb) in zip(ins, outs):
+            # Equal shapes are checked above; a dim of extent 1 on one side only (a
+            # reduction's kept dim) links nothing.
             if len(a) == 1 and len(b) == 1 and ca == cb == 0:
                 parent[find((j, a[0]))] = find((j - 1, b[0]))
-            elif a or b:
-                raise SpecError(f"chain step {j + 1} ({cur.kind.title}) cannot read the "
-                                f"output of step {j} ({prev.kind.title})")
     classes: dict[tuple[int, int], int] = {}
     sizes: list[int] = []
     comps = []

@@ -19,6 +19,14 @@ operations (OP SIZES...):
   max|sum S1 [...] --dim D      dst = reduction of src along D (dst keeps D with size 1)
   softmax S1 [...] [--dim D]    dst = exp(src - max) / sum(exp(src - max)) along D
                                 (default: the last dim)
+  attention SEQ DIM             softmax(Q @ Kt) @ V (Q, V SEQxDIM, Kt DIMxSEQ): a chain
+  chain 'STEP | STEP ...'       steps run left to right, each reading the previous
+                                step's output. The first step is an operation as above
+                                (`matmul 128 64 128`); a later one names only what the
+                                previous output does not fix: `matmul N` (the output
+                                is its lhs), `softmax [D]`, `relu`, `add`, `mul`,
+                                `max D`, `sum D`. Example:
+                                chain 'matmul 128 64 128 | softmax | matmul 64'
 
 examples:
   morello synth matmul 64 64 64          print the cheapest Impl tree with costs
@@ -28,6 +36,8 @@ examples:
   morello bench add 512 1024             an elementwise add, next to numpy
   morello bench max 512 1024 --dim 1     row maxima
   morello bench softmax 128 1024         row softmax (decomposed by the search)
+  morello bench attention 128 64         the attention chain (fused by the search)
+  morello run chain 'matmul 64 32 64 | relu'   a matmul with its relu fused
   morello db stats                       what the database holds
   morello db check                       verify every page of the database
   morello db merge a.sqlite b.sqlite -o all.sqlite   combine databases
@@ -46,7 +56,7 @@ overflow. A program too large for this machine's memory can be synthesized and e
 """
 
 OPS = ("matmul", "add", "mul", "relu", "fill", "broadcast", "max", "sum",
-       "softmax")  # api.OPERATIONS
+       "softmax", "attention", "chain")  # api.OPERATIONS, and chains
 
 
 def _int(text: str) -> int:
@@ -66,8 +76,9 @@ def _float(text: str) -> float:
 def _add_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("op", choices=OPS, metavar="OP",
                    help=f"the operation: {', '.join(OPS)} (see `morello --help`)")
-    p.add_argument("sizes", type=_int, nargs="+", metavar="SIZE",
-                   help="matmul: M K N; the others: the tensor's 1 to 4 sizes")
+    p.add_argument("sizes", nargs="+", metavar="SIZE",
+                   help="matmul: M K N; attention: SEQ DIM; chain: its steps (see "
+                        "`morello --help`); the others: the tensor's 1 to 4 sizes")
     p.add_argument("--batch", type=_int, default=1, metavar="B",
                    help="matmul only: B independent matmuls (default 1)")
     p.add_argument("--dim", type=_int, default=None, metavar="D",
@@ -181,6 +192,9 @@ def _spec(args):
     from morello.kinds import KINDS
 
     op = args.op
+    if op in ("attention", "chain"):
+        return _chain_spec(args)
+    args.sizes = [_size_arg(t) for t in args.sizes]
     kind, make = OPERATIONS[op]
     params = kind.info.params
     kw = dict(dtype=args.dtype, target=args.target, serial=args.threads == 1)
@@ -203,6 +217,84 @@ def _spec(args):
     elif args.value != 0.0:
         raise MorelloError(f"--value is not a parameter of {op}")
     return make(*args.sizes, **kw)
+
+
+def _size_arg(text: str) -> int:
+    try:
+        return limits.parse_int(text)
+    except ValueError as e:
+        raise MorelloError(f"argument SIZE: {e}") from None
+
+
+# A later chain step: operation -> how many sizes it takes (matmul N; softmax, max, sum
+# a dim).
+_STEP_ARGS = {"matmul": (1, 1), "softmax": (0, 1), "relu": (0, 0), "add": (0, 0),
+              "mul": (0, 0), "max": (1, 1), "sum": (1, 1)}
+
+
+def _chain_spec(args):
+    """``attention SEQ DIM`` or ``chain 'STEP | STEP ...'`` as a Compose Spec."""
+    import morello
+
+    for flag, default in (("batch", 1), ("dim", None), ("value", 0.0)):
+        if getattr(args, flag) != default:
+            raise MorelloError(f"--{flag} is not a parameter of {args.op}")
+    kw = dict(dtype=args.dtype, target=args.target, serial=args.threads == 1)
+    if args.op == "attention":
+        if len(args.sizes) != 2:
+            raise MorelloError(f"attention takes two sizes SEQ DIM, got {len(args.sizes)}")
+        seq, dim = (_size_arg(t) for t in args.sizes)
+        return morello.attention(seq, dim, **kw)
+    text = " ".join(args.sizes)
+    parts = [p.split() for p in text.split("|")]
+    if len(parts) < 2 or any(not p for p in parts):
+        raise MorelloError("a chain is 'STEP | STEP ...' with at least two steps, e.g. "
+                           "'matmul 128 64 128 | softmax' (see `morello --help`)")
+    first, *rest = parts
+    if first[0] not in OPS[:9]:
+        raise MorelloError(f"unknown operation {first[0][:40]!r} in the chain (one of "
+                           f"{', '.join(OPS[:9])})")
+    sub = argparse.Namespace(**vars(args))
+    sub.op, sub.sizes = first[0], []
+    words = iter(first[1:])
+    for w in words:  # the first step may carry its --dim, --batch and --value
+        flag, eq, val = w.partition("=")
+        if flag in ("--dim", "--batch", "--value"):
+            val = val if eq else next(words, "")
+            conv = limits.parse_float if flag == "--value" else limits.parse_int
+            try:
+                setattr(sub, flag[2:], conv(val))
+            except ValueError as e:
+                raise MorelloError(f"{flag} in the chain: {e}") from None
+        else:
+            sub.sizes.append(w)
+    if not sub.sizes:
+        raise MorelloError(f"the chain's first step {first[0]} needs its sizes")
+    steps = [_spec(sub)]
+    for words in rest:
+        name, nums = words[0], [_size_arg(t) for t in words[1:]]
+        if name not in _STEP_ARGS:
+            raise MorelloError(f"{name[:40]!r} cannot be a later chain step (one of "
+                               f"{', '.join(_STEP_ARGS)})")
+        lo, hi = _STEP_ARGS[name]
+        if not lo <= len(nums) <= hi:
+            want = "no size" if hi == 0 else ("N" if name == "matmul" else "a dim D")
+            raise MorelloError(f"chain step {name} takes {want}, got {len(nums)} sizes")
+        shape = steps[-1].output.shape
+        if name == "matmul":
+            if len(shape) not in (2, 3):
+                raise MorelloError("chain step matmul reads a matrix (or a batch of them), "
+                                   f"got a tensor of {len(shape)} dims")
+            b, m, k = (1, *shape) if len(shape) == 2 else shape
+            steps.append(morello.matmul(m, k, nums[0], batch=b, **kw))
+        elif name in ("softmax", "max", "sum"):
+            make = {"softmax": morello.softmax, "max": morello.reduce_max,
+                    "sum": morello.reduce_sum}[name]
+            steps.append(make(*shape, dim=nums[0] if nums else -1, **kw))
+        else:
+            make = {"relu": morello.relu, "add": morello.add, "mul": morello.mul}[name]
+            steps.append(make(*shape, **kw))
+    return morello.chain(*steps)
 
 
 def _program(args, run: bool = False):

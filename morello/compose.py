@@ -209,7 +209,9 @@ def _info(ch: Chain) -> KindInfo:
     for i in range(last):
         want = remap(i, 0)
         got = remap(i + 1, KINDS[comps[i + 1].kind].n_operands - 1)
-        if want != got:
+        if len(want) != len(got) or not all(
+                a == b or {a, b} <= {((), 1), *(((d,), 0) for d in a[0] + b[0])}
+                for a, b in zip(want, got)):
             raise SpecError(f"{comps[i].kind.title} does not read the output of "
                             f"{comps[i + 1].kind.title} (dims {want} and {got})")
     omap_t = tuple(omap)
