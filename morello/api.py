@@ -158,7 +158,8 @@ def _lift(spec: Spec, rank: int) -> Spec:
         else spec.params
     ones = (1,) * add
     ops = tuple(fresh(ones + o.shape, o.dtype, o.level, layouts.row_major(rank))
-                if o.layout == layouts.row_major(len(o.shape)) and o.contiguous
+                if o == fresh(o.shape, o.dtype, o.level, layouts.row_major(len(o.shape)),
+                              o.vector_size)
                 else None for o in spec.operands)
     if any(o is None for o in ops):
         return spec

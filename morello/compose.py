@@ -210,7 +210,7 @@ def _info(ch: Chain) -> KindInfo:
         want = remap(i, 0)
         got = remap(i + 1, KINDS[comps[i + 1].kind].n_operands - 1)
         if len(want) != len(got) or not all(
-                a == b or {a, b} <= {((), 1), *(((d,), 0) for d in a[0] + b[0])}
+                a == b or ((), 1) in (a, b) and len(a[0] + b[0]) == 1 and a[1] + b[1] == 1
                 for a, b in zip(want, got)):
             raise SpecError(f"{comps[i].kind.title} does not read the output of "
                             f"{comps[i + 1].kind.title} (dims {want} and {got})")
