@@ -148,6 +148,17 @@ def softmax(*shape: int, dim: int = -1, dtype: str | Dtype = "f32", serial: bool
     shp = _shape(shape)
     return _spec(PrimKind.SOFTMAX, shp, (_dim(dim, len(shp)),), dtype, serial, target)
 
+def add_bias(*shape: int, dim: int = -2, dtype: str | Dtype = "f32", serial: bool = True,
+             target: str | Target = "avx2") -> Spec:
+    """The Spec of ``out = lhs + rhs`` where ``rhs`` (the bias) has extent 1 at ``dim``
+    and is repeated along it: with the default ``dim=-2`` (rows), one bias per column, as
+    after a matmul. ``lhs`` and ``out`` have ``shape``."""
+    shp = _shape(shape)
+    if len(shp) < 2 and dim == -2:
+        raise SpecError("add_bias needs 2 or more dims (or an explicit dim)")
+    return _spec(PrimKind.ADD_BROADCAST, shp, (_dim(dim, len(shp)),), dtype, serial, target)
+
+
 def _lift(spec: Spec, rank: int) -> Spec:
     """``spec`` with leading dims of extent 1 up to ``rank`` (elementwise, reduction and
     softmax kinds, whose operands all have the Spec's rank)."""
@@ -268,7 +279,7 @@ OPERATIONS = {
     "mul": (PrimKind.MUL, mul), "relu": (PrimKind.RELU, relu),
     "fill": (PrimKind.FILL, fill), "broadcast": (PrimKind.BROADCAST, broadcast),
     "max": (PrimKind.MAX, reduce_max), "sum": (PrimKind.SUM, reduce_sum),
-    "softmax": (PrimKind.SOFTMAX, softmax),
+    "softmax": (PrimKind.SOFTMAX, softmax), "bias": (PrimKind.ADD_BROADCAST, add_bias),
 }
 CONSTRUCTORS = {name: make for name, (_, make) in OPERATIONS.items()}
 

@@ -13,6 +13,8 @@ EPILOG = """\
 operations (OP SIZES...):
   matmul M K N [--batch B]     out[b] = lhs[b] @ rhs[b]   (lhs BxMxK, rhs BxKxN)
   add|mul S1 [S2 S3 S4]         out = lhs + rhs, lhs * rhs (elementwise, 1 to 4 dims)
+  bias S1 S2 [...] [--dim D]    out = lhs + bias, the bias repeated along D (default: the
+                                rows, -2: one bias per column)
   relu S1 [...]                 dst = max(src, 0)
   fill S1 [...] [--value=V]     dst = V (0 or -inf)
   broadcast S1 [...] --dim D    dst (S1 x ...) = src repeated along D (src has size 1 there)
@@ -24,9 +26,10 @@ operations (OP SIZES...):
                                 step's output. The first step is an operation as above
                                 (`matmul 128 64 128`); a later one names only what the
                                 previous output does not fix: `matmul N` (the output
-                                is its lhs), `softmax [D]`, `relu`, `add`, `mul`,
-                                `max D`, `sum D`. Example:
+                                is its lhs), `softmax [D]`, `bias [D]`, `relu`,
+                                `add`, `mul`, `max D`, `sum D`. Examples:
                                 chain 'matmul 128 64 128 | softmax | matmul 64'
+                                chain 'matmul 256 256 256 | bias | relu'
 
 examples:
   morello synth matmul 64 64 64          print the cheapest Impl tree with costs
@@ -56,7 +59,7 @@ overflow. A program too large for this machine's memory can be synthesized and e
 """
 
 OPS = ("matmul", "add", "mul", "relu", "fill", "broadcast", "max", "sum",
-       "softmax", "attention", "chain")  # api.OPERATIONS, and chains
+       "softmax", "bias", "attention", "chain")  # api.OPERATIONS, and chains
 
 
 def _int(text: str) -> int:
@@ -205,8 +208,8 @@ def _spec(args):
     if args.batch != 1:
         raise MorelloError("--batch is for matmul only")
     if "dim" in params:
-        if args.dim is None and op == "softmax":
-            args.dim = -1
+        if args.dim is None and op in ("softmax", "bias"):
+            args.dim = -1 if op == "softmax" else -2
         if args.dim is None:
             raise MorelloError(f"{op} needs --dim D (see `morello --help`)")
         kw["dim"] = args.dim
@@ -228,7 +231,8 @@ def _size_arg(text: str) -> int:
 
 # A later chain step: operation -> how many sizes it takes (matmul N; softmax, max, sum
 # a dim).
-_STEP_ARGS = {"matmul": (1, 1), "softmax": (0, 1), "relu": (0, 0), "add": (0, 0),
+_STEP_ARGS = {"matmul": (1, 1), "softmax": (0, 1), "bias": (0, 1), "relu": (0, 0),
+              "add": (0, 0),
               "mul": (0, 0), "max": (1, 1), "sum": (1, 1)}
 
 
@@ -251,9 +255,9 @@ def _chain_spec(args):
         raise MorelloError("a chain is 'STEP | STEP ...' with at least two steps, e.g. "
                            "'matmul 128 64 128 | softmax' (see `morello --help`)")
     first, *rest = parts
-    if first[0] not in OPS[:9]:
+    if first[0] not in OPS[:10]:
         raise MorelloError(f"unknown operation {first[0][:40]!r} in the chain (one of "
-                           f"{', '.join(OPS[:9])})")
+                           f"{', '.join(OPS[:10])})")
     sub = argparse.Namespace(**vars(args))
     sub.op, sub.sizes = first[0], []
     words = iter(first[1:])
@@ -287,10 +291,11 @@ def _chain_spec(args):
                                    f"got a tensor of {len(shape)} dims")
             b, m, k = (1, *shape) if len(shape) == 2 else shape
             steps.append(morello.matmul(m, k, nums[0], batch=b, **kw))
-        elif name in ("softmax", "max", "sum"):
+        elif name in ("softmax", "max", "sum", "bias"):
             make = {"softmax": morello.softmax, "max": morello.reduce_max,
-                    "sum": morello.reduce_sum}[name]
-            steps.append(make(*shape, dim=nums[0] if nums else -1, **kw))
+                    "sum": morello.reduce_sum, "bias": morello.add_bias}[name]
+            default = -2 if name == "bias" else -1
+            steps.append(make(*shape, dim=nums[0] if nums else default, **kw))
         else:
             make = {"relu": morello.relu, "add": morello.add, "mul": morello.mul}[name]
             steps.append(make(*shape, **kw))

@@ -16,6 +16,7 @@ MatmulAccum     [b, m, k, n]   same                           out += lhs @ rhs
 Move            s              src s, dst s                   dst = src
 Fill{value}     s              dst s                          dst = value (0 or -inf)
 Add, Mul        s              lhs s, rhs s, out s            out = lhs (+|*) rhs
+AddBroadcast{d} s              lhs s, rhs m, out s            out = lhs + rhs repeated on d
 Relu            s              src s, dst s                   dst = max(src, 0)
 Broadcast{d}    s              src s with s[d]=1, dst s       dst = src repeated along d
 Max{d}, Sum{d}  s              src s, dst s with s[d]=1       dst = reduce(src) along d
@@ -30,7 +31,9 @@ SoftmaxExp{d}   s              src s, max m, dst s            dst = exp(src - ma
 DivReduced{d}   s              denom m, dst s                 dst = dst / denom (in place)
 ==============  =============  =============================  =========================
 
-(``m`` is ``s`` with extent 1 at ``d``.) Softmax and SoftmaxGivenMax are *scan* kinds:
+(``m`` is ``s`` with extent 1 at ``d``.) AddBroadcast is a bias add (``d`` = rows: one
+bias per column); it has no kernel of its own: tiled to extent 1 at ``d`` it *is* an Add
+(``morello.rewrites.decompose``). Softmax and SoftmaxGivenMax are *scan* kinds:
 their output depends on the whole extent of the scan dim ``d``, which no loop may tile;
 they are implemented by decomposition into the kinds below them
 (``morello.rewrites.decompose``).
@@ -83,6 +86,7 @@ class PrimKind(enum.IntEnum):
     SOFTMAX_COMPLETE = 16
     SOFTMAX_EXP = 17
     DIV_REDUCED = 18
+    ADD_BROADCAST = 19
 
     @property
     def info(self) -> KindInfo:
@@ -240,6 +244,10 @@ def _div_reduced_ref(params, ins, out):
     return np.divide(out, ins[0], out=out)
 
 
+def _add_broadcast_ref(params, ins, out):
+    return np.add(ins[0], ins[1], out=out)
+
+
 def _matmul_ref(params, ins, out):
     return np.matmul(ins[0], ins[1], out=out)
 
@@ -299,6 +307,10 @@ KINDS: dict[PrimKind, KindInfo] = {
         "Relu", (), ("src", "dst"), (0,), (1,), (1, MAX_RANK), _same(2), "Relu", None,
         lambda p, ins, out: np.maximum(ins[0], 0, out=out), flops_per_point=1,
         doc="dst = max(src, 0)"),
+    PrimKind.ADD_BROADCAST: KindInfo(
+        "AddBroadcast", ("dim",), ("lhs", "rhs", "out"), (0, 1), (2,), (1, MAX_RANK),
+        _reduced_map(1, 1, full_last=True), "AddBroadcast", None, _add_broadcast_ref,
+        flops_per_point=1, doc="out = lhs + rhs, rhs repeated along dim (a bias)"),
     PrimKind.BROADCAST: KindInfo(
         "Broadcast", ("dim",), ("src", "dst"), (0,), (1,), (1, MAX_RANK), _broadcast_map,
         "Broadcast", None,

@@ -25,6 +25,7 @@ from morello.kernels import table_for
 from morello.kinds import KINDS, MAX_RANK, PrimKind, output_dims, reduction_dims
 from morello.memory import LEVELS, Level, MemoryLimits, Target
 from morello.rewrites import actions
+from morello.rewrites.decompose import DECOMPOSITIONS
 from morello.rewrites.move import operand_moves
 from morello.rewrites.tile import tile_size_table
 from morello.specs import Spec
@@ -202,7 +203,7 @@ class Engine:
         # The native expander handles operand dims that are one Spec dim or a constant;
         # sums of Spec dims (conv's h + fh - 1) are expanded by the Python rewrites.
         # So are scan kinds (their scan dim may not be tiled) and decompositions.
-        native = not info.scan and all(len(sdims) == 0 or (len(sdims) == 1 and c == 0)
+        native = not info.scan and kind not in DECOMPOSITIONS and all(len(sdims) == 0 or (len(sdims) == 1 and c == 0)
                                        for dims in omap for sdims, c in dims)
         out_rank = len(omap[info.output])
         self.graph.add_form(

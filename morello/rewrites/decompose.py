@@ -43,6 +43,11 @@ DECOMPOSITIONS: dict[PrimKind, tuple[tuple[tuple[PrimKind, tuple[int, ...]], ...
         ((PrimKind.SOFTMAX_EXP, (0, 1, 2)), (PrimKind.SUM, (2, NEW)),
          (PrimKind.DIV_REDUCED, (NEW, 2))),
     ),
+    # With extent 1 at the broadcast dim, the bias has the output's shape: an Add. (A
+    # row without NEW allocates nothing; it applies where its steps' shapes fit.)
+    PrimKind.ADD_BROADCAST: (
+        ((PrimKind.ADD, (0, 1, 2)),),
+    ),
 }
 
 # Where the intermediate may live, in the order the search enumerates them.
@@ -61,6 +66,10 @@ class Decompose:
         variants = DECOMPOSITIONS.get(spec.kind, ())
         return variants[self.variant] if 0 <= self.variant < len(variants) else None
 
+    def allocates(self, spec: Spec) -> bool:
+        steps = self.steps(spec)
+        return steps is not None and any(NEW in args for _, args in steps)
+
     def buffer(self, spec: Spec):
         (dim,) = spec.params[:1]
         src = spec.operands[0]
@@ -73,29 +82,35 @@ class Decompose:
         steps = self.steps(spec)
         if steps is None:
             return None
-        new = self.buffer(spec)
-        if new is None:
-            return None
-        units = 0 if self.level is Level.GL else new.units(target)
-        limits = spec.limits.subtract(self.level, units)
-        if limits is None:
-            return None
+        if not self.allocates(spec):
+            if self.level is not BUFFER_LEVELS[0]:
+                return None  # one action, not one per level
+            new, units, limits = None, 0, spec.limits
+        else:
+            new = self.buffer(spec)
+            if new is None:
+                return None
+            units = 0 if self.level is Level.GL else new.units(target)
+            limits = spec.limits.subtract(self.level, units)
+            if limits is None:
+                return None
         children = []
         for kind, args in steps:
             ops = tuple(new if a == NEW else spec.operands[a] for a in args)
-            want = operand_shapes(kind, spec.shape, spec.params)
-            if tuple(o.shape for o in ops) != want:  # pragma: no cover - table error
-                raise AssertionError(f"{kind.title} operand shapes {want}")
-            children.append(Spec(kind, spec.shape, ops, spec.serial_only, limits,
-                                 spec.params))
+            params = spec.params[:len(kind.info.params)]
+            want = operand_shapes(kind, spec.shape, params)
+            if tuple(o.shape for o in ops) != want:
+                if new is not None:  # pragma: no cover - table error
+                    raise AssertionError(f"{kind.title} operand shapes {want}")
+                return None  # a row without a buffer applies where shapes fit
+            children.append(Spec(kind, spec.shape, ops, spec.serial_only, limits, params))
         return Expansion(tuple(children), (1,) * len(children), 0,
                          own_units(self.level, units))
 
     def apply(self, spec: Spec, target: Target) -> Block:
-        new = self.buffer(spec)
-        assert new is not None  # apply follows a successful expand
+        new = self.buffer(spec) if self.allocates(spec) else None
         steps = self.steps(spec)
-        assert steps is not None
+        assert steps is not None  # apply follows a successful expand
         return Block(tuple(args for _, args in steps), new)
 
     def __str__(self) -> str:
