@@ -24,6 +24,11 @@ void vexp(const float *x, float *y, long n) {
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, morello_exp8(_mm256_loadu_ps(x + i)));
     for (; i < n; i++) y[i] = morello_expf(x[i]);
 }
+void nexp(const float *x, float *y, long n) {
+    long i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, morello_exp8_neg(_mm256_loadu_ps(x + i)));
+    for (; i < n; i++) y[i] = morello_expf(x[i]);
+}
 void sexp(const float *x, float *y, long n) {
     for (long i = 0; i < n; i++) y[i] = morello_expf(x[i]);
 }
@@ -33,7 +38,7 @@ void sexp(const float *x, float *y, long n) {
 @pytest.fixture(scope="module")
 def exp_lib():
     lib = ctypes.CDLL(str(compile_c(partial("prelude.c") + EXP_C, AVX2.cflags)))
-    for f in (lib.vexp, lib.sexp):
+    for f in (lib.vexp, lib.sexp, lib.nexp):
         f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
     return lib
 
@@ -60,6 +65,31 @@ def test_exp_is_within_1e7_relative_over_the_f32_range(exp_lib, which):
     assert rel.max() <= 1e-7, (rel.max(), x[normal][rel.argmax()])
     sub = e < np.finfo(np.float32).tiny
     assert (np.abs(y[sub] - e[sub]) <= 2.0**-149).all()  # within one subnormal ulp
+
+
+def test_the_softmax_exp_of_non_positive_inputs(exp_lib):
+    """morello_exp8_neg (the softmax kernels' exp of x - max <= 0): morello_exp8's error
+    over normal results, exactly 0 below -87.68 and for -inf, within an ulp between, NaN
+    propagates."""
+    bits = np.arange(0, 2**31, 509, dtype=np.uint64).astype(np.uint32) | 0x80000000
+    x = bits.view(np.float32)
+    x = np.concatenate([x[np.isfinite(x) & (x > -200)], [-np.inf, np.nan, -88.0, -87.68,
+                                                        -87.5, -87.34, 0.0, -0.0]])
+    x = x.astype(np.float32)
+    x = np.concatenate([x, np.zeros(-len(x) % 8, np.float32)])  # all on the vector path
+    y = _run(exp_lib.nexp, x)
+    e = np.exp(x.astype(np.float64))
+    normal = e >= np.finfo(np.float32).tiny
+    rel = np.abs(y[normal] - e[normal]) / e[normal]
+    assert rel.max() <= 1e-7, (rel.max(), x[normal][rel.argmax()])
+    low = ~normal & ~np.isnan(x)
+    n = x.astype(np.float64) * np.log2(np.e)  # rounds to -127 below -126.5: the result is 0
+    edge = np.abs(n + 126.5) < 1e-5
+    zero = (n < -126.5) & ~edge
+    assert (y[zero] == 0).all() and ((y == 0) | (np.abs(y - e) <= 2.0**-149))[edge].all()
+    sub = low & ~zero & ~edge
+    assert sub.sum() > 50 and (np.abs(y[sub] - e[sub]) <= 2.0**-149).all()
+    assert np.isnan(y[np.isnan(x)]).all()
 
 
 def test_exp_special_values(exp_lib):

@@ -78,6 +78,19 @@ static inline __m256 morello_exp8(__m256 x) {
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+/* exp(x) for x <= 0 or NaN, as softmax needs it (x - max): the same steps as
+ * morello_exp8 with no branch. x is clamped below at -88; where x*log2(e) rounds to
+ * n = -127 (x < -87.68, exp(x) < 9.3e-39) the 2^n field is 0 and the result exactly 0
+ * (-inf included); above, the results are morello_exp8's (subnormal ones for x < -87.34,
+ * within an ulp). NaN propagates (max keeps its second operand). */
+static inline __m256 morello_exp8_neg(__m256 x) {
+    x = _mm256_max_ps(_mm256_set1_ps(-88.0f), x);
+    __m256 t, p = morello_exp8_poly(x, &t);
+    __m256i e = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_castps_si256(t),
+                                                   _mm256_set1_epi32(0x4B400000 - 127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
 static inline float morello_expf(float x) {
     if (x != x) return x;
     if (x < -103.972084f) return 0.0f;
