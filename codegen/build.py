@@ -67,8 +67,11 @@ class CompiledProgram:
     ``ValueError`` with one line; ``MemoryError`` if the kernel cannot allocate."""
 
     def __init__(self, path: Path, operand_shapes, dtypes, n_inputs: int,
-                 names: tuple[str, ...] | None = None) -> None:
+                 names: tuple[str, ...] | None = None, orders=None) -> None:
         self.path = path
+        # Per input, the order of its dims in memory (None: row-major): a column-major
+        # operand is passed as the array of its transpose (``a.transpose(order)``).
+        self.orders = list(orders) if orders else [None] * n_inputs
         self.lib = ctypes.CDLL(str(path))
         self.shapes = [tuple(s) for s in operand_shapes]
         self.dtypes = [np.dtype(d) for d in dtypes]
@@ -132,6 +135,11 @@ class CompiledProgram:
         # The kernel reads inputs while it writes out: an overlapping input is copied
         # first. So is one that is not C-contiguous and aligned.
         for i, a in enumerate(arrs):
+            order = self.orders[i] if i < len(self.orders) else None
+            if order is not None:
+                if a.ndim < len(order):  # the batch of 1 left out
+                    order = tuple(d - 1 for d in order if d != 0)
+                a = arrs[i] = a.transpose(order)
             if not (a.flags.c_contiguous and a.flags.aligned) \
                     or np.may_share_memory(a, out):
                 arrs[i] = np.array(a, order="C", copy=True)

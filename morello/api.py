@@ -262,15 +262,26 @@ def chain(*steps: Spec) -> Spec:
     return spec.canonical()
 
 
-def attention(seq: int, dim: int, *, kv_seq: int | None = None, dtype: str | Dtype = "f32",
-              serial: bool = True, target: str | Target = "avx2") -> Spec:
+def attention(seq: int, dim: int, *, kv_seq: int | None = None, k_layout: str = "kt",
+              dtype: str | Dtype = "f32", serial: bool = True,
+              target: str | Target = "avx2") -> Spec:
     """The chain ``softmax(Q @ Kt) @ V`` (rows of the scores normalized): ``Q`` is
     ``seq×dim``, ``Kt`` is ``dim×kv_seq`` (K transposed), ``V`` is ``kv_seq×dim``
-    (``kv_seq`` defaults to ``seq``). Operands: ``V``, ``Q``, ``Kt``, ``out``."""
+    (``kv_seq`` defaults to ``seq``). Operands: ``V``, ``Q``, ``Kt``, ``out``.
+
+    ``k_layout="kt"``: ``Kt`` is a row-major ``dim×kv_seq`` array; ``"k"``: ``Kt`` is
+    stored column-major, i.e. as K itself (``kv_seq×dim``, row-major) -- pass
+    ``K.T`` to the callable, no copy is made."""
     kv = seq if kv_seq is None else kv_seq
+    if k_layout not in ("kt", "k"):
+        raise SpecError(f"k_layout must be 'kt' or 'k', got {_short_repr(k_layout)}")
     opts = {"dtype": dtype, "serial": serial, "target": target}
-    return chain(matmul(seq, dim, kv, **opts), softmax(seq, kv, **opts),
-                 matmul(seq, kv, dim, **opts))
+    first = matmul(seq, dim, kv, **opts)
+    if k_layout == "k":
+        kt = first.operands[1]
+        first = first.with_operand(1, fresh(kt.shape, kt.dtype, kt.level,
+                                            layouts.col_major(3))).canonical()
+    return chain(first, softmax(seq, kv, **opts), matmul(seq, kv, dim, **opts))
 
 
 # The operations of the command line: name -> (kind, constructor).
@@ -446,7 +457,8 @@ class Program:
             raise MorelloError(f"{self.spec.kind.title}: only programs whose output is "
                                "the last operand can be called")
         return CompiledProgram(path, [o.shape for o in ops], [o.dtype.np for o in ops],
-                               len(ops) - 1, self.spec.kind.info.operands)
+                               len(ops) - 1, self.spec.kind.info.operands,
+                               [_memory_order(o, self.spec) for o in ops[:-1]])
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
         """Inputs in [-1, 1), one per operand before the output."""
@@ -468,6 +480,26 @@ class Program:
         ins = self.random_inputs(seed)
         out = fn(*ins)
         return compare(self.spec, out, self.reference(*ins))
+
+
+def _memory_order(t, spec: Spec) -> tuple[int, ...] | None:
+    """The order of ``t``'s dims in memory for the callable: None for row-major, the
+    permutation for another order of unpacked dims (column-major)."""
+    if t.level is not Level.GL:
+        raise MorelloError(f"{spec.logical_str()}: only programs over main-memory operands "
+                           "can be called")
+    if t.layout == fresh(t.shape, t.dtype, t.level, layouts.row_major(len(t.shape))).layout:
+        return None
+    dims = t.layout.dims
+    if not t.contiguous or any(d.pack is not None for d in dims) \
+            or sorted(d.dim for d in dims) != [d for d in range(len(t.shape)) if t.shape[d] > 1]:
+        raise MorelloError(f"{spec.logical_str()}: only row- and column-major operands can "
+                           "be called")
+    order = [d.dim for d in dims]
+    ones = [d for d in range(len(t.shape)) if t.shape[d] == 1]
+    full = sorted(ones + order, key=lambda d: (d not in ones, order.index(d)
+                                               if d in order else d))
+    return tuple(full)
 
 
 def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,

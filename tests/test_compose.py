@@ -213,3 +213,23 @@ def test_command_line_chains_run(tmp_path):
     code, out, err = run_cli(["run", "chain", "matmul 6 5 7 | softmax | matmul 3",
                               "--db", str(tmp_path / "db.sqlite"), "-q"])
     assert code == 0 and "matches numpy" in out, (out, err)
+
+
+@pytest.mark.parametrize("seq,dim", [(16, 8), (33, 5)])
+def test_attention_with_k_stored_as_k(db, seq, dim):
+    """k_layout='k': the second operand is Kt column-major, i.e. K's own memory; the
+    callable takes K.T (a view) without copying and matches numpy."""
+    spec = morello.attention(seq, dim, k_layout="k")
+    assert spec.operands[2].layout != morello.attention(seq, dim).operands[2].layout
+    prog = morello.synthesize(spec, db=db)
+    fn = prog.compile()
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal((seq, dim)).astype(np.float32) for _ in range(3))
+    s = q @ k.T
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = (p / p.sum(-1, keepdims=True)) @ v
+    np.testing.assert_allclose(fn(v, q, k.T), want, rtol=2e-5, atol=2e-6)
+    ok, err = prog.verify(fn)
+    assert ok, err
+    with pytest.raises(morello.SpecError):
+        morello.attention(seq, dim, k_layout="row")
