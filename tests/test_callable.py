@@ -22,13 +22,18 @@ SPECS = {
     "sum 4x5x6 dim 0": lambda: morello.reduce_sum(4, 5, 6, dim=0),
     "softmax 5x19": lambda: morello.softmax(5, 19),
     "softmax 4x6 dim 0": lambda: morello.softmax(4, 6, dim=0),
+    "bias 6x9": lambda: morello.add_bias(6, 9),
+    "chain relu(matmul 5x7x6)": lambda: morello.chain(morello.matmul(5, 7, 6),
+                                                      morello.relu(5, 6)),
+    "chain attention 9x5": lambda: morello.attention(9, 5),
+    "chain attention 9x5 with K": lambda: morello.attention(9, 5, k_layout="k"),
 }
 
 
 def test_every_kind_is_covered():
     from morello.api import OPERATIONS
 
-    assert {k.split()[0] for k in SPECS} == set(OPERATIONS)
+    assert {k.split()[0] for k in SPECS} == set(OPERATIONS) | {"chain"}
 
 
 @pytest.mark.parametrize("label", SPECS)
