@@ -153,16 +153,17 @@ def main() -> None:
                 got = fn(*ins)
                 np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
                 row.append((_c_time(fn, ins, out, args.rounds), prog.cost))
-            theirs = _best(lambda: np_fn(*ins), args.rounds)
+            theirs = _best(lambda f=np_fn, a=ins: f(*a), args.rounds)
             tt = tsdpa = None
             if t_fn is not None:
                 tins = [torch.from_numpy(x) for x in ins]
-                tt = _best(lambda: t_fn(*tins), args.rounds)
+                tt = _best(lambda f=t_fn, a=tins: f(*a), args.rounds)
                 if name.startswith("attention"):
                     v, q, kt = tins
                     k = kt.transpose(-1, -2).contiguous()
                     f = torch.nn.functional.scaled_dot_product_attention
-                    tsdpa = _best(lambda: f(q, k, v, scale=1.0), args.rounds)
+                    tsdpa = _best(lambda f=f, q=q, k=k, v=v: f(q, k, v, scale=1.0),
+                                  args.rounds)
             ours = row[0][0]
             vs_torch = min(x for x in (tt, tsdpa) if x is not None) / ours \
                 if tt is not None else None

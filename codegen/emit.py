@@ -24,7 +24,7 @@ from morello.kernels import KernelTable, table_for
 from morello.layouts import Layout
 from morello.memory import Level, Target
 from morello.nodes import NEW, Block, KernelCall, Loop
-from morello.specs import KINDS, Spec
+from morello.specs import Spec
 from morello.tensorspec import TensorSpec
 
 Coord = Affine  # a tile origin: affine in the enclosing loops' variables

@@ -1,7 +1,8 @@
 """A standalone ``main`` for an emitted kernel: run it outside Python.
 
 ``emit_main(spec)`` returns C to append to ``emit_c``'s output. The program takes one
-file per operand, in operand order (raw little-endian elements, C order); it reads every
+file per operand, in operand order (raw little-endian elements in
+the operand's memory order: C order, or its transpose's for a column-major operand); it reads every
 operand, calls ``kernel`` once, and writes the output operand back to its file. Each
 operand gets a heap block of exactly its size, so AddressSanitizer catches an access
 one element past any operand (numpy's allocations would hide it). Exit status: 0 on
@@ -13,7 +14,7 @@ under gdb, perf or valgrind.
 from __future__ import annotations
 
 from morello.codegen.writer import Writer
-from morello.specs import KINDS, Spec
+from morello.specs import Spec
 
 
 def emit_main(spec: Spec) -> str:

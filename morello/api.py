@@ -23,8 +23,8 @@ from morello.errors import DatabaseError, MorelloError, SpecError
 from morello.impl import Impl, reconstruct, replay
 from morello.memory import Level, Target, parse_target
 from morello.search import Engine, SearchStats
-from morello.specs import KINDS, PrimKind, Spec, operand_shapes
-from morello.tensorspec import fresh
+from morello.specs import PrimKind, Spec, operand_shapes
+from morello.tensorspec import TensorSpec, fresh
 from morello.verify import compare
 
 
@@ -168,16 +168,15 @@ def _lift(spec: Spec, rank: int) -> Spec:
     params = tuple(p + add for p in spec.params) if spec.kind.info.params == ("dim",) \
         else spec.params
     ones = (1,) * add
-    ops = tuple(fresh(ones + o.shape, o.dtype, o.level, layouts.row_major(rank))
-                if o == fresh(o.shape, o.dtype, o.level, layouts.row_major(len(o.shape)),
-                              o.vector_size)
-                else None for o in spec.operands)
-    if any(o is None for o in ops):
+    if any(o != fresh(o.shape, o.dtype, o.level, layouts.row_major(len(o.shape)),
+                      o.vector_size) for o in spec.operands):
         return spec
+    ops = tuple(fresh(ones + o.shape, o.dtype, o.level, layouts.row_major(rank))
+                for o in spec.operands)
     return Spec(spec.kind, ones + spec.shape, ops, spec.serial_only, spec.limits, params)
 
 
-def chain(*steps: Spec) -> Spec:
+def chain(*steps: Spec | list[Spec] | tuple[Spec, ...]) -> Spec:
     """The Compose Spec of ``steps`` run in order: each step's first input is the
     previous step's output, whose shape it must have (a step of lower rank, such as
     ``softmax(128, 128)`` after a matmul's ``1×128×128`` output, gets leading dims of
@@ -189,19 +188,20 @@ def chain(*steps: Spec) -> Spec:
     """
     from morello import compose
 
-    if len(steps) == 1 and isinstance(steps[0], (list, tuple)):
-        steps = tuple(steps[0])
-    if not all(isinstance(s, Spec) for s in steps):
-        bad = next(s for s in steps if not isinstance(s, Spec))
+    given: tuple = tuple(steps[0]) if len(steps) == 1 and isinstance(steps[0], (list, tuple)) \
+        else steps
+    bad = next((s for s in given if not isinstance(s, Spec)), None)
+    if bad is not None:
         raise SpecError(f"chain takes Specs (from morello.matmul, morello.softmax, ...), "
                         f"got {type(bad).__name__}")
-    if not 2 <= len(steps) <= compose.MAX_COMPONENTS:
-        raise SpecError(f"a chain has 2..{compose.MAX_COMPONENTS} steps, got {len(steps)}")
-    if any(isinstance(s.kind, compose.Chain) for s in steps):
+    seq: tuple[Spec, ...] = given
+    if not 2 <= len(seq) <= compose.MAX_COMPONENTS:
+        raise SpecError(f"a chain has 2..{compose.MAX_COMPONENTS} steps, got {len(seq)}")
+    if any(isinstance(s.kind, compose.Chain) for s in seq):
         raise SpecError("a chain step must be a primitive Spec, not a chain")
-    rank = max(len(s.output.shape) for s in steps)
-    specs = [_lift(steps[0], rank)]
-    for prev_i, s in enumerate(steps[1:]):
+    rank = max(len(s.output.shape) for s in seq)
+    specs = [_lift(seq[0], rank)]
+    for prev_i, s in enumerate(seq[1:]):
         prev = specs[prev_i]
         s = _lift(s, rank)
         if s.operands[0].shape != prev.output.shape:
@@ -244,6 +244,7 @@ def chain(*steps: Spec) -> Spec:
                 classes[root] = len(sizes)
                 sizes.append(size)
             dims.append(classes[root])
+        assert isinstance(s.kind, PrimKind)
         comps.append(compose.Component(s.kind, s.params, tuple(dims)))
     ch = compose.canonical(compose.Chain(tuple(reversed(comps))))
     order = compose.renumbering(compose.Chain(tuple(reversed(comps))))
@@ -251,7 +252,7 @@ def chain(*steps: Spec) -> Spec:
     limits.check_points(ch.title, shape)
     # Operands: each chain operand is an operand of one step (reused as given).
     head_first = list(reversed(specs))
-    ops = []
+    ops: list[TensorSpec] = []
     last = len(head_first) - 1
     for i, s in enumerate(head_first):
         first = 0 if i == last else 1
@@ -275,13 +276,13 @@ def attention(seq: int, dim: int, *, kv_seq: int | None = None, k_layout: str = 
     kv = seq if kv_seq is None else kv_seq
     if k_layout not in ("kt", "k"):
         raise SpecError(f"k_layout must be 'kt' or 'k', got {_short_repr(k_layout)}")
-    opts = {"dtype": dtype, "serial": serial, "target": target}
-    first = matmul(seq, dim, kv, **opts)
+    first = matmul(seq, dim, kv, dtype=dtype, serial=serial, target=target)
     if k_layout == "k":
         kt = first.operands[1]
         first = first.with_operand(1, fresh(kt.shape, kt.dtype, kt.level,
                                             layouts.col_major(3))).canonical()
-    return chain(first, softmax(seq, kv, **opts), matmul(seq, kv, dim, **opts))
+    return chain(first, softmax(seq, kv, dtype=dtype, serial=serial, target=target),
+                 matmul(seq, kv, dim, dtype=dtype, serial=serial, target=target))
 
 
 # The operations of the command line: name -> (kind, constructor).
@@ -485,10 +486,7 @@ class Program:
 def _memory_order(t, spec: Spec) -> tuple[int, ...] | None:
     """The order of ``t``'s dims in memory for the callable: None for row-major, the
     permutation for another order of unpacked dims (column-major)."""
-    if t.level is not Level.GL:
-        raise MorelloError(f"{spec.logical_str()}: only programs over main-memory operands "
-                           "can be called")
-    if t.layout == fresh(t.shape, t.dtype, t.level, layouts.row_major(len(t.shape))).layout:
+    if not t.level.has_layout or t.layout == fresh(t.shape, t.dtype, t.level, layouts.row_major(len(t.shape))).layout:
         return None
     dims = t.layout.dims
     if not t.contiguous or any(d.pack is not None for d in dims) \

@@ -192,7 +192,6 @@ def _progress(quiet: bool):
 def _spec(args):
     """The Spec the command line names; flags a kind has no parameter for are refused."""
     from morello.api import OPERATIONS
-    from morello.kinds import KINDS
 
     op = args.op
     if op in ("attention", "chain"):
@@ -275,8 +274,8 @@ def _chain_spec(args):
     if not sub.sizes:
         raise MorelloError(f"the chain's first step {first[0]} needs its sizes")
     steps = [_spec(sub)]
-    for words in rest:
-        name, nums = words[0], [_size_arg(t) for t in words[1:]]
+    for step in rest:
+        name, nums = step[0], [_size_arg(t) for t in step[1:]]
         if name not in _STEP_ARGS:
             raise MorelloError(f"{name[:40]!r} cannot be a later chain step (one of "
                                f"{', '.join(_STEP_ARGS)})")

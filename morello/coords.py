@@ -221,7 +221,7 @@ def _limit_from_coord(level: Level, c: int) -> int:
 
 # --- Specs ---------------------------------------------------------------------------
 
-def key_params(kind: PrimKind, params: tuple) -> tuple:
+def key_params(kind: PrimKind | compose.Chain, params: tuple) -> tuple:
     """Kind parameters as table-key items: ints stay, fill values become their text
     (so keys hold only ints and strings)."""
     return tuple(repr(float(v)) if name == "value" else v

@@ -48,8 +48,12 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from morello.compose import Chain
 
 # An operand dim: the Spec dims whose sizes it sums, plus a constant. ``((2,), 0)`` is
 # Spec dim 2 itself; ``((), 1)`` a kept dim of extent 1; conv's input rows would be
@@ -367,7 +371,7 @@ BY_TITLE = {info.title: kind for kind, info in KINDS.items()}
 
 
 @functools.lru_cache(maxsize=1 << 16)  # Spec validation calls it for every Spec built
-def operand_shapes(kind: PrimKind, shape: tuple[int, ...],
+def operand_shapes(kind: PrimKind | Chain, shape: tuple[int, ...],
                    params: Params = ()) -> tuple[tuple[int, ...], ...]:
     """Each operand's shape, from the Spec's ``shape`` through the kind's operand map."""
     return tuple(
@@ -376,7 +380,7 @@ def operand_shapes(kind: PrimKind, shape: tuple[int, ...],
     )
 
 
-def operand_dim(kind: PrimKind, operand: int, sdim: int, rank: int,
+def operand_dim(kind: PrimKind | Chain, operand: int, sdim: int, rank: int,
                 params: Params = ()) -> int | None:
     """The dim of ``operand`` that Spec dim ``sdim`` indexes alone (None: no operand dim
     is exactly that Spec dim)."""
@@ -386,14 +390,14 @@ def operand_dim(kind: PrimKind, operand: int, sdim: int, rank: int,
     return None
 
 
-def output_dims(kind: PrimKind, rank: int, params: Params = ()) -> tuple[int | None, ...]:
+def output_dims(kind: PrimKind | Chain, rank: int, params: Params = ()) -> tuple[int | None, ...]:
     """Per output dim, the Spec dim it is (None for a constant dim)."""
     info = kind.info
     dims = info.operand_map(rank, params)[info.output]
     return tuple(sdims[0] if len(sdims) == 1 and c == 0 else None for sdims, c in dims)
 
 
-def reduction_dims(kind: PrimKind, rank: int, params: Params = ()) -> tuple[int, ...]:
+def reduction_dims(kind: PrimKind | Chain, rank: int, params: Params = ()) -> tuple[int, ...]:
     """Spec dims that index no written operand: loops over them accumulate."""
     info = kind.info
     omap = info.operand_map(rank, params)
@@ -401,7 +405,7 @@ def reduction_dims(kind: PrimKind, rank: int, params: Params = ()) -> tuple[int,
     return tuple(d for d in range(rank) if d not in written)
 
 
-def fixed_dims(kind, rank: int, params: Params = ()) -> tuple[int, ...]:
+def fixed_dims(kind: PrimKind | Chain, rank: int, params: Params = ()) -> tuple[int, ...]:
     """Spec dims no loop may tile: a scan kind's scan dim (``params[0]``), a chain's
     softmax scan dims (``morello.compose.Chain.fixed_dims``)."""
     info = kind.info

@@ -16,10 +16,10 @@ from morello._dp import Solver
 from morello._expand import Expander
 from morello._graph import SpecGraph
 from morello._pages import PageCache
+from morello.compose import MAX_CHAIN_OPERANDS, MAX_CHAIN_RANK, Chain
 from morello.coords import key_params, merge_dims, operand_coords, page_blocks, point_len
 from morello.cost import Cost, move_cost
 from morello.dtypes import Dtype
-from morello.compose import MAX_CHAIN_OPERANDS, MAX_CHAIN_RANK
 from morello.errors import DatabaseError, MorelloError, SpecError
 from morello.kernels import table_for
 from morello.kinds import KINDS, MAX_RANK, PrimKind, output_dims, reduction_dims
@@ -186,7 +186,7 @@ class Engine:
             self.pages.register(self._table_index[key], page, version)
 
     # -- identities ----------------------------------------------------------------
-    def form_of(self, kind: PrimKind, params: tuple, rank: int) -> int:
+    def form_of(self, kind: PrimKind | Chain, params: tuple, rank: int) -> int:
         """The form id of ``kind`` with ``params`` at ``rank``, packing its tables (and
         those of the forms its actions produce) into the graph on first use."""
         key = (kind, params, rank)
@@ -203,8 +203,9 @@ class Engine:
         # The native expander handles operand dims that are one Spec dim or a constant;
         # sums of Spec dims (conv's h + fh - 1) are expanded by the Python rewrites.
         # So are scan kinds (their scan dim may not be tiled) and decompositions.
-        native = not info.scan and kind not in DECOMPOSITIONS and all(len(sdims) == 0 or (len(sdims) == 1 and c == 0)
-                                       for dims in omap for sdims, c in dims)
+        native = not info.scan and kind not in DECOMPOSITIONS and all(
+            len(sdims) == 0 or (len(sdims) == 1 and c == 0)
+            for dims in omap for sdims, c in dims)
         out_rank = len(omap[info.output])
         self.graph.add_form(
             f, rank=rank, native=native,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from morello.errors import SpecError
 from morello.kinds import (
@@ -21,13 +22,16 @@ from morello.kinds import (
 from morello.memory import MemoryLimits
 from morello.tensorspec import TensorSpec
 
+if TYPE_CHECKING:
+    from morello.compose import Chain
+
 __all__ = [
     "KINDS", "PrimKind", "Spec", "operand_dim", "operand_shapes", "output_dims",
     "reduction_dims",
 ]
 
 
-def _param_str(kind: PrimKind, params: tuple) -> str:
+def _param_str(kind: PrimKind | Chain, params: tuple) -> str:
     if not params:
         return ""
     parts = []
@@ -45,7 +49,7 @@ class Spec:
     ``params`` are the kind's parameters (``kind.info.params``: a reduced or broadcast
     dim, a fill value)."""
 
-    kind: PrimKind
+    kind: PrimKind | Chain  # a primitive kind, or a Compose chain (morello.compose)
     shape: tuple[int, ...]
     operands: tuple[TensorSpec, ...]
     serial_only: bool

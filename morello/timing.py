@@ -18,7 +18,6 @@ def seconds(fn, ins, repeats: int = 7) -> float:
 def numpy_seconds(spec, ins, repeats: int = 7) -> float:
     """Seconds per call of the kind's numpy reference into a preallocated output (best of
     ``repeats``). Batch-1 matmuls run as 2-D matmuls, numpy's fastest path for them."""
-    from morello.kinds import KINDS
 
     ref = spec.kind.info.reference
     out = np.zeros(spec.output.shape, spec.output.dtype.np)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import morello
+from morello.api import _memory_order
 from morello.codegen.build import find_compiler
 from morello.codegen.harness import emit_main
 
@@ -58,6 +59,14 @@ SPECS = [
     ("softmax 128x64 parallel", lambda: morello.softmax(128, 64, serial=False), 2),
     ("sum 512x64 dim 1 parallel", lambda: morello.reduce_sum(512, 64, dim=1, serial=False),
      2),
+    ("bias 13x21", lambda: morello.add_bias(13, 21), 1),
+    ("bias 4x6x9 dim 2", lambda: morello.add_bias(4, 6, 9, dim=2), 1),
+    ("chain attention 19x7", lambda: morello.attention(19, 7), 1),
+    ("chain attention 16x8 with K", lambda: morello.attention(16, 8, k_layout="k"), 1),
+    ("chain relu(bias(matmul)) 9x5x17", lambda: morello.chain(
+        morello.matmul(9, 5, 17), morello.add_bias(9, 17), morello.relu(9, 17)), 1),
+    ("chain softmax(matmul) 64x8x32 parallel", lambda: morello.chain(
+        morello.matmul(64, 8, 32, serial=False), morello.softmax(64, 32, serial=False)), 2),
 ]
 
 
@@ -65,7 +74,7 @@ def test_every_kind_is_covered():
     from morello.api import OPERATIONS
 
     labels = {label.split()[0] for label, _, _ in SPECS}
-    assert labels == set(OPERATIONS)
+    assert labels == set(OPERATIONS) | {"chain"}
     assert len(SPECS) >= 20
 
 
@@ -88,7 +97,8 @@ def run_sanitized(prog: morello.Program, tmp_path, seed: int = 0):
     files = []
     for i, a in enumerate(ins):
         files.append(tmp_path / f"in{i}.bin")
-        a.tofile(files[-1])
+        order = _memory_order(prog.spec.operands[i], prog.spec)  # files hold the memory
+        (a if order is None else np.ascontiguousarray(a.transpose(order))).tofile(files[-1])
     out_file = tmp_path / "out.bin"
     out_spec = prog.spec.output
     np.full(out_spec.shape, np.nan, out_spec.dtype.np).tofile(out_file)  # poison

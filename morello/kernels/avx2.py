@@ -508,10 +508,11 @@ def _l1_fill_emit(w, spec, ops, vt) -> None:
 #
 # ``morello_exp8_neg`` (vectors; the kernels' inputs are x - max <= 0, so it has no
 # branch and results below 9.3e-39 are 0) and ``morello_expf`` (tails), in
-# codegen/partials/prelude.c: range reduction and a degree-6 polynomial. Measured against exp in double precision over every 7th f32 bit
-# pattern in [-104, 89] (320 M values, ``tests/test_softmax.py`` checks a sample): max
-# relative error 7.7e-8 over normal results (numpy's float32 exp: 2.1e-7), subnormal
-# results within 0.86 of their ulp; inf above 88.72, 0 below -103.97, NaN propagates.
+# codegen/partials/prelude.c: range reduction and a degree-6 polynomial. Measured
+# against exp in double precision over every 7th f32 bit pattern in [-104, 89] (320 M
+# values, ``tests/test_softmax.py`` checks a sample): max relative error 7.7e-8 over
+# normal results (numpy's float32 exp: 2.1e-7), subnormal results within 0.86 of their
+# ulp; inf above 88.72, 0 below -103.97, NaN propagates.
 
 # Vector ops of one exp, priced as FMAs: the clamp and range test, the reduction (3), the
 # polynomial (6 FMAs), the scale (3); measured about 1.0-1.3 cycles per element.

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from morello.dtypes import Dtype
-from morello.kinds import KINDS, PrimKind
+from morello.kinds import PrimKind
 
 Reason = str | None
 

@@ -33,8 +33,8 @@ from morello.specs import KINDS, Spec
 Action = TileOut | Split | Move | ToAccum | Select | Decompose | Bufferize
 
 __all__ = [
-    "Action", "Bufferize", "Decompose", "Expansion", "Move", "RewriteError", "Select", "Split", "TileOut",
-    "ToAccum", "actions", "actions_fingerprint",
+    "Action", "Bufferize", "Decompose", "Expansion", "Move", "RewriteError", "Select",
+    "Split", "TileOut", "ToAccum", "actions", "actions_fingerprint",
 ]
 
 
@@ -63,10 +63,9 @@ def actions_fingerprint(target: Target) -> str:
     Databases carry this fingerprint and are refused under another one (``morello.db``),
     so adding a kernel or a tile size can never make stored indices name other actions.
     """
-    from morello import coords
+    from morello import compose, coords
     from morello.kernels import table_for
     from morello.kinds import FILL_VALUES
-    from morello import compose
     from morello.rewrites import bufferize, decompose
 
     kinds = []

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from morello.memory import NLEVELS, Target
 from morello.nodes import Block
 from morello.rewrites.base import Expansion
-from morello.specs import KINDS, PrimKind, Spec
+from morello.specs import PrimKind, Spec
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from morello import layouts
 from morello.cost import own_units
-from morello.memory import Level, Target
+from morello.memory import Level, MemoryLimits, Target
 from morello.nodes import NEW, Block
 from morello.rewrites.base import Expansion
 from morello.specs import PrimKind, Spec, operand_shapes
@@ -63,6 +63,8 @@ class Decompose:
     variant: int = 0
 
     def steps(self, spec: Spec):
+        if not isinstance(spec.kind, PrimKind):
+            return None
         variants = DECOMPOSITIONS.get(spec.kind, ())
         return variants[self.variant] if 0 <= self.variant < len(variants) else None
 
@@ -82,21 +84,28 @@ class Decompose:
         steps = self.steps(spec)
         if steps is None:
             return None
+        new = None
+        units = 0
+        limits: MemoryLimits | None = spec.limits
         if not self.allocates(spec):
             if self.level is not BUFFER_LEVELS[0]:
                 return None  # one action, not one per level
-            new, units, limits = None, 0, spec.limits
         else:
             new = self.buffer(spec)
             if new is None:
                 return None
             units = 0 if self.level is Level.GL else new.units(target)
             limits = spec.limits.subtract(self.level, units)
-            if limits is None:
-                return None
+        if limits is None:
+            return None
         children = []
         for kind, args in steps:
-            ops = tuple(new if a == NEW else spec.operands[a] for a in args)
+            picked = []
+            for a in args:
+                o = spec.operands[a] if a != NEW else new
+                assert o is not None  # only a row that allocates names NEW
+                picked.append(o)
+            ops = tuple(picked)
             params = spec.params[:len(kind.info.params)]
             want = operand_shapes(kind, spec.shape, params)
             if tuple(o.shape for o in ops) != want:
@@ -118,6 +127,8 @@ class Decompose:
 
 
 def decompose_actions(spec: Spec, target: Target) -> list[Decompose]:
+    if not isinstance(spec.kind, PrimKind):
+        return []
     return [Decompose(level, v) for v in range(len(DECOMPOSITIONS.get(spec.kind, ())))
             for level in BUFFER_LEVELS]
 

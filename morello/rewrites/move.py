@@ -30,7 +30,7 @@ from morello.layouts import Layout
 from morello.memory import DESTINATIONS, Level, Target
 from morello.nodes import NEW, Block
 from morello.rewrites.base import Expansion
-from morello.specs import KINDS, PrimKind, Spec
+from morello.specs import PrimKind, Spec
 from morello.tensorspec import TensorSpec, fresh
 
 PACK_SIZES = (8, 16)

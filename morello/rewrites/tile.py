@@ -19,10 +19,10 @@ import functools
 from dataclasses import dataclass
 
 from morello.cost import loop_iterations
+from morello.kinds import fixed_dims
 from morello.memory import NLEVELS, Level, Target
 from morello.nodes import Loop
 from morello.rewrites.base import Expansion
-from morello.kinds import fixed_dims
 from morello.specs import Spec, operand_shapes, output_dims, reduction_dims
 
 
