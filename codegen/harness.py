@@ -1,9 +1,9 @@
 """A standalone ``main`` for an emitted kernel: run it outside Python.
 
 ``emit_main(spec)`` returns C to append to ``emit_c``'s output. The program takes one
-file per operand, in operand order (raw little-endian elements in
-the operand's memory order: C order, or its transpose's for a column-major operand); it reads every
-operand, calls ``kernel`` once, and writes the output operand back to its file. Each
+file per operand, in operand order (raw little-endian elements in the operand's memory
+order: C order, or its transpose's for a column-major operand); it reads every operand,
+calls ``kernel`` once, and writes the output operand back to its file. Each
 operand gets a heap block of exactly its size, so AddressSanitizer catches an access
 one element past any operand (numpy's allocations would hide it). Exit status: 0 on
 success, 2 on a bad file, 3 if the kernel failed to allocate.

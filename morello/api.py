@@ -486,7 +486,9 @@ class Program:
 def _memory_order(t, spec: Spec) -> tuple[int, ...] | None:
     """The order of ``t``'s dims in memory for the callable: None for row-major, the
     permutation for another order of unpacked dims (column-major)."""
-    if not t.level.has_layout or t.layout == fresh(t.shape, t.dtype, t.level, layouts.row_major(len(t.shape))).layout:
+    if not t.level.has_layout:
+        return None
+    if t.layout == fresh(t.shape, t.dtype, t.level, layouts.row_major(len(t.shape))).layout:
         return None
     dims = t.layout.dims
     if not t.contiguous or any(d.pack is not None for d in dims) \
