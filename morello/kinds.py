@@ -28,6 +28,8 @@ SoftmaxDenom{d} s              src s, max m, denom m          denom = sum exp(sr
  ...Accum{d}    s              same                           denom += sum exp(src - max)
 SoftmaxComplete s              src s, max m, denom m, dst s   dst = exp(src - max) / denom
 SoftmaxExp{d}   s              src s, max m, dst s            dst = exp(src - max)
+SoftmaxUnscaled s              src s, max m, dst s, denom m   dst = exp(src - max),
+                                                              denom = sum of dst along d
 DivReduced{d}   s              denom m, dst s                 dst = dst / denom (in place)
 ==============  =============  =============================  =========================
 
@@ -91,6 +93,7 @@ class PrimKind(enum.IntEnum):
     SOFTMAX_EXP = 17
     DIV_REDUCED = 18
     ADD_BROADCAST = 19
+    SOFTMAX_UNSCALED = 20
 
     @property
     def info(self) -> KindInfo:
@@ -150,7 +153,8 @@ class KindInfo:
 
     @property
     def output(self) -> int:
-        """The operand the Spec's tiles follow (its only written operand)."""
+        """The operand the Spec's tiles follow (its first written operand; a second one,
+        as SoftmaxUnscaled's denominators, has the same dims but the scan dim)."""
         return self.writes[0]
 
     def check_params(self, rank: int, params: Params) -> str | None:
@@ -211,6 +215,12 @@ def _reduced_map(n_full: int, n_kept: int, full_last: bool = False):
     return operand_map
 
 
+def _unscaled_map(rank: int, params: Params) -> OperandMap:
+    (dim,) = params
+    full, kept = _full(rank), _keep_one(dim, rank)
+    return (full, kept, full, kept)
+
+
 def _softmax(x: np.ndarray, dim: int) -> np.ndarray:
     """Numerically safe softmax: exp(x - max) / sum(exp(x - max)) (f32 throughout)."""
     e = np.exp(x - np.max(x, axis=dim, keepdims=True))
@@ -242,6 +252,14 @@ def _softmax_complete_ref(params, ins, out):
 
 def _softmax_exp_ref(params, ins, out):
     return np.exp(ins[0] - ins[1], out=out)
+
+
+def _softmax_unscaled_ref(params, ins, out):
+    """Writes dst (returned) and fills the denominators into ``ins[2]`` when given."""
+    np.exp(ins[0] - ins[1], out=out)
+    if len(ins) > 2:
+        np.sum(out, axis=params[0], keepdims=True, out=ins[2])
+    return out
 
 
 def _div_reduced_ref(params, ins, out):
@@ -361,6 +379,12 @@ KINDS: dict[PrimKind, KindInfo] = {
         "SoftmaxExp", ("dim",), ("src", "max", "dst"), (0, 1), (2,), (1, MAX_RANK),
         _reduced_map(1, 1, full_last=True), "SoftmaxExp", None, _softmax_exp_ref,
         flops_per_point=2, doc="dst = exp(src - max)"),
+    # Two written operands (the exps and their sum): a scan kind, for one row at a time.
+    PrimKind.SOFTMAX_UNSCALED: KindInfo(
+        "SoftmaxUnscaled", ("dim",), ("src", "max", "dst", "denom"), (0, 1), (2, 3),
+        (1, MAX_RANK), _unscaled_map, "SoftmaxUnscaled", None, _softmax_unscaled_ref,
+        flops_per_point=3, scan=True,
+        doc="dst = exp(src - max) and denom = sum of dst along dim"),
     PrimKind.DIV_REDUCED: KindInfo(
         "DivReduced", ("dim",), ("denom", "dst"), (0, 1), (1,), (1, MAX_RANK),
         _reduced_map(0, 1, full_last=True), "DivReduced", None, _div_reduced_ref,

@@ -122,7 +122,32 @@ def test_every_new_kernel_row_is_tested():
     new_kinds = set(PrimKind) - {PrimKind.MATMUL, PrimKind.MATMUL_ACCUM, PrimKind.MOVE,
                                  PrimKind.FILL}
     rows = {k.name for k in TABLE.kernels if k.kind in new_kinds} | {"L1Fill"}
-    assert rows == set(KERNEL_SPECS)
+    assert rows == set(KERNEL_SPECS) | {"VectorExpStoreSum"}  # two outputs: tested below
+
+
+@pytest.mark.isa("avx2")
+@pytest.mark.parametrize("n", [1, 5, 8, 16, 107, 1024])
+def test_the_exp_store_sum_kernel_writes_both_outputs(n):
+    """SoftmaxUnscaled writes two operands (the exps and their sum): called directly."""
+    from morello.codegen import CompiledProgram, compile_c, emit_c
+    from morello.impl import replay
+
+    spec = _l1_spec(PrimKind.SOFTMAX_UNSCALED, (1, n), (1,))
+    assert TABLE.by_name["VectorExpStoreSum"].why_not(spec, AVX2) is None
+    prog = morello.synthesize(spec, db=False)
+    assert [str(x.action) for x in prog.impl.walk()] == ["VectorExpStoreSum"]
+    impl = replay(spec, AVX2, prog.impl.trace())
+    path = compile_c(emit_c(impl, AVX2), AVX2.cflags)
+    ops = spec.operands
+    fn = CompiledProgram(path, [o.shape for o in ops], [np.float32] * 4, 3)
+    rng = np.random.default_rng(n)
+    x = rng.uniform(-30, 3, (1, n)).astype(np.float32)
+    m = x.max(axis=1, keepdims=True)
+    dst = np.full((1, n), np.nan, np.float32)
+    den = fn(x, m, dst, out=np.full((1, 1), np.nan, np.float32))
+    want = np.exp((x - m).astype(np.float64))  # from the f32 differences the kernel takes
+    np.testing.assert_allclose(dst, want, rtol=2e-7, atol=0)
+    np.testing.assert_allclose(den, want.sum(axis=1, keepdims=True), rtol=1e-6)
 
 
 @pytest.mark.isa("avx2")

@@ -612,6 +612,62 @@ def _exp_row_cost(s: Spec, t: Target) -> int:
     return _stream_cost(s.volume, t, 2, EXP_OPS + 1, EXP_OPS + 1) + _io(s, t)
 
 
+def _unscaled_check(spec: Spec, target: Target) -> Reason:
+    """src and dst contiguous f32 rows in L1; max and denom scalars in RF or L1."""
+    src, mx, dst, den = spec.operands
+    if any(t.volume != 1 or not _rf_or_l1(t) for t in (mx, den)):
+        return "max and denom must be scalars in RF or L1 (rows tiled to one)"
+    if reason := _in_l1(src, dst):
+        return reason
+    if reason := _same_contiguous_f32(src, dst):
+        return reason
+    if not src.contiguous:
+        return "src is not contiguous"
+    return _all_f32(spec)
+
+
+def _unscaled_emit(w, spec, ops, vt) -> None:
+    src, mx, dst, den = ops
+    n = spec.volume
+    n16, n8 = n // 16 * 16, n // 8 * 8
+    with w.block("{"):
+        w.line(f"const float *restrict p0 = {src.ptr(0)};")
+        w.line(f"float *restrict p2 = {dst.ptr(0)};")
+        w.line(f"const float m = {mx.lval()};")
+        w.line("float r = 0.0f;")
+        if n8:
+            w.line("const __m256 mv = _mm256_set1_ps(m);")
+            w.line("__m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();")
+
+            def step(acc: str, off: int | str) -> None:
+                w.line(f"{{ __m256 e = morello_exp8_neg(_mm256_sub_ps("
+                       f"_mm256_loadu_ps({_at('p0', off)}), mv)); "
+                       f"_mm256_storeu_ps({_at('p2', off)}, e); "
+                       f"{acc} = _mm256_add_ps({acc}, e); }}")
+            if n16 > 16:
+                with w.block(f"for (long q = 0; q < {n16}; q += 16) {{"):
+                    step("acc0", "q")
+                    step("acc1", "q + 8")
+            elif n16:
+                step("acc0", 0)
+                step("acc1", 8)
+            if n8 > n16:
+                step("acc0", n16)
+            w.line("r = morello_hsum8(_mm256_add_ps(acc0, acc1));")
+        if n > n8:
+            with w.block(f"for (long q = {n8}; q < {n}; q++) {{"):
+                w.line("float e = morello_expf(p0[q] - m);")
+                w.line("p2[q] = e;")
+                w.line("r += e;")
+        w.line(f"{den.lval()} = r;")
+
+
+def _unscaled_cost(s: Spec, t: Target) -> int:
+    n = s.volume
+    return (_stream_cost(n, t, 2, EXP_OPS + 2, EXP_OPS + 2)
+            + (t.costs.hsum if n >= 8 else 0) + _io(s, t))
+
+
 def _div_scalar_emit(w, spec, ops, vt) -> None:
     den, dst = ops
     with w.block("{"):
@@ -700,6 +756,8 @@ KERNELS: tuple[Kernel, ...] = (
            "dst = exp(src - max) / denom over contiguous L1 rows"),
     Kernel("VectorExp", PrimKind.SOFTMAX_EXP, lambda s, t: _row_stats_check(s, t, 1),
            _exp_row_cost, 2, _exp_row_emit, "dst = exp(src - max) over contiguous L1 rows"),
+    Kernel("VectorExpStoreSum", PrimKind.SOFTMAX_UNSCALED, _unscaled_check, _unscaled_cost, 3,
+           _unscaled_emit, "dst = exp(src - max) over a contiguous L1 row, denom = its sum"),
     Kernel("VectorDivScalar", PrimKind.DIV_REDUCED, lambda s, t: _scalar_and_row_check(s, 0, 1),
            lambda s, t: _stream_cost(s.volume, t, 2, 1) + t.costs.scalar_op + _io(s, t), 1,
            _div_scalar_emit, "dst *= 1 / denom over a contiguous L1 row"),

@@ -10,7 +10,9 @@
                                         SoftmaxComplete{d}(src, max, denom, dst)
 
 or, for SoftmaxGivenMax, ``SoftmaxExp{d}(src, max, dst); Sum{d}(dst, denom);
-DivReduced{d}(denom, dst)``: the exps written once, summed, and divided in place. These
+DivReduced{d}(denom, dst)``: the exps written once, summed, and divided in place; or
+``SoftmaxUnscaled{d}(src, max, dst, denom); DivReduced{d}(denom, dst)``, the sum taken as
+the exps are written. These
 are the two- and three-pass softmaxes (after the pass for the max); which level holds
 each intermediate (main memory, L1, or scalar registers once the rows are tiled to one)
 is the search's choice, one action per level. The buffer has
@@ -42,6 +44,8 @@ DECOMPOSITIONS: dict[PrimKind, tuple[tuple[tuple[PrimKind, tuple[int, ...]], ...
         # The exps into dst, their sum, and dst divided in place: one exp per element.
         ((PrimKind.SOFTMAX_EXP, (0, 1, 2)), (PrimKind.SUM, (2, NEW)),
          (PrimKind.DIV_REDUCED, (NEW, 2))),
+        # The same with the sum taken while the exps are written: one pass fewer.
+        ((PrimKind.SOFTMAX_UNSCALED, (0, 1, 2, NEW)), (PrimKind.DIV_REDUCED, (NEW, 2))),
     ),
     # With extent 1 at the broadcast dim, the bias has the output's shape: an Add. (A
     # row without NEW allocates nothing; it applies where its steps' shapes fit.)
