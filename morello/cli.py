@@ -125,6 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spec_args(p)
     p = sub.add_parser("emit", help="print the C source of the optimal Impl")
     _add_spec_args(p)
+    p.add_argument("--name", metavar="NAME", default=None,
+                   help="emit C to embed: one exported function `int NAME(...)` (no timing "
+                        "harness, every helper static), so several kernels link into one "
+                        "program")
+    p.add_argument("--header", metavar="FILE", default=None,
+                   help="with --name: also write a header declaring NAME (for C and C++) "
+                        "to FILE")
     p = sub.add_parser("run", help="build with the host C compiler, run on random inputs "
                        "and check against numpy (exit 0 only if it matches)")
     _add_spec_args(p)
@@ -347,8 +354,27 @@ def cmd_synth(args) -> int:
 
 
 def cmd_emit(args) -> int:
+    from morello.codegen import check_name, emit_c, emit_header
+
+    if args.header is not None and args.name is None:
+        raise MorelloError("--header needs --name (the function it declares)")
+    if args.name is not None:
+        check_name(args.name)
+    if args.header is not None:
+        from pathlib import Path
+
+        _check_writable_file(Path(args.header))
     prog = _program(args)
-    sys.stdout.write(prog.c_source)
+    if args.name is None:
+        sys.stdout.write(prog.c_source)
+        return 0
+    src = emit_c(prog.impl, prog.target, threads=prog.target.processors, name=args.name)
+    if args.header is not None:
+        try:
+            Path(args.header).write_text(emit_header(prog.impl, args.name))
+        except OSError as e:
+            raise MorelloError(f"cannot write {args.header}: {e.strerror or e}") from None
+    sys.stdout.write(src)
     return 0
 
 

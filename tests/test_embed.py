@@ -1,0 +1,119 @@
+"""Embedding: ``morello emit --name NAME --header FILE`` writes C with one exported
+function and a header for C and C++; two kernels link into one program (C and C++), or
+share one translation unit."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from probes import run_cli
+
+from morello.codegen.build import find_compiler
+
+pytestmark = pytest.mark.isa("avx2")
+
+FLAGS = ["-O2", "-Wall", "-Wextra", "-Werror", "-mavx2", "-mfma"]
+
+# Two kernels: a 3x5 @ 5x7 matmul and a softmax of 4 rows of 19; inputs from a formula,
+# checked against naive loops.
+MAIN = r"""
+#include <math.h>
+#include <stdio.h>
+#include "mm.h"
+#include "sm.h"
+
+static int check(void) {
+    float a[15], b[35], c[21], x[76], y[76];
+    for (int i = 0; i < 15; i++) a[i] = (float)((i * 7) % 11) / 11.0f - 0.5f;
+    for (int i = 0; i < 35; i++) b[i] = (float)((i * 5) % 13) / 13.0f - 0.5f;
+    for (int i = 0; i < 76; i++) x[i] = (float)((i * 3) % 17) - 8.0f;
+    if (mm(a, b, c) != 0 || sm(x, y) != 0) return 1;
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 7; j++) {
+            float want = 0.0f;
+            for (int k = 0; k < 5; k++) want += a[i * 5 + k] * b[k * 7 + j];
+            if (fabsf(c[i * 7 + j] - want) > 1e-5f) return 2;
+        }
+    for (int r = 0; r < 4; r++) {
+        float m = x[r * 19], s = 0.0f;
+        for (int j = 0; j < 19; j++) m = fmaxf(m, x[r * 19 + j]);
+        for (int j = 0; j < 19; j++) s += expf(x[r * 19 + j] - m);
+        for (int j = 0; j < 19; j++) {
+            float want = expf(x[r * 19 + j] - m) / s;
+            if (fabsf(y[r * 19 + j] - want) > 1e-6f) return 3;
+        }
+    }
+    return 0;
+}
+"""
+C_MAIN = MAIN + 'int main(void) { int r = check(); printf("%s\\n", r ? "FAIL" : "OK"); return r; }\n'
+CXX_MAIN = MAIN.replace("#include <stdio.h>", "#include <cstdio>\n#include <cmath>") + \
+    'int main() { int r = check(); std::printf("%s\\n", r ? "FAIL" : "OK"); return r; }\n'
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory):
+    d = tmp_path_factory.mktemp("embed")
+    db = str(d / "db.sqlite")
+    for name, argv in (("mm", ["matmul", "3", "5", "7"]), ("sm", ["softmax", "4", "19"])):
+        code, out, err = run_cli(["emit", *argv, "--name", name, "--header",
+                                  str(d / f"{name}.h"), "--db", db, "-q"])
+        assert code == 0, err
+        (d / f"{name}.c").write_text(out)
+    return d
+
+
+def _cc(*args, cwd):
+    proc = subprocess.run([*args], cwd=cwd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_each_kernel_exports_only_its_name(kernels):
+    cc = find_compiler()
+    for name in ("mm", "sm"):
+        _cc(cc, *FLAGS, "-c", f"{name}.c", "-o", f"{name}.o", cwd=kernels)
+        syms = _cc("nm", "--defined-only", "-g", f"{name}.o", cwd=kernels).split()
+        assert syms[-1] == name and len(syms) == 3, syms  # "ADDRESS T NAME"
+        assert "bench" not in (kernels / f"{name}.c").read_text()
+
+
+def test_two_kernels_link_into_a_c_program(kernels):
+    cc = find_compiler()
+    (kernels / "main.c").write_text(C_MAIN)
+    for name in ("mm", "sm"):
+        _cc(cc, *FLAGS, "-c", f"{name}.c", "-o", f"{name}.o", cwd=kernels)
+    _cc(cc, *FLAGS, "-std=c99", "main.c", "mm.o", "sm.o", "-o", "main", "-lm", cwd=kernels)
+    assert _cc(str(kernels / "main"), cwd=kernels).strip() == "OK"
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no C++ compiler")
+def test_two_kernels_link_into_a_cxx_program(kernels):
+    cc = find_compiler()
+    (kernels / "main.cpp").write_text(CXX_MAIN)
+    for name in ("mm", "sm"):
+        _cc(cc, *FLAGS, "-c", f"{name}.c", "-o", f"{name}.o", cwd=kernels)
+    _cc("g++", *FLAGS, "main.cpp", "mm.o", "sm.o", "-o", "main_cxx", cwd=kernels)
+    assert _cc(str(kernels / "main_cxx"), cwd=kernels).strip() == "OK"
+
+
+def test_two_kernels_share_one_translation_unit(kernels):
+    cc = find_compiler()
+    (kernels / "one.c").write_text('#include "mm.c"\n#include "sm.c"\n' + C_MAIN)
+    _cc(cc, *FLAGS, "one.c", "-o", "one", "-lm", cwd=kernels)
+    assert _cc(str(kernels / "one"), cwd=kernels).strip() == "OK"
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--name", "int"], "cannot name a kernel"),
+    (["--name", "main"], "cannot name a kernel"),
+    (["--name", "morello_x"], "cannot name a kernel"),
+    (["--name", "9lives"], "C identifier"),
+    (["--name", "a-b"], "C identifier"),
+    (["--header", "x.h"], "--header needs --name"),
+])
+def test_bad_names_give_one_line(tmp_path, argv, message):
+    code, out, err = run_cli(["emit", "matmul", "2", "2", "2", *argv, "--db",
+                              str(tmp_path / "db.sqlite"), "-q"])
+    assert code == 2 and message in err and err.count("\n") == 1, err
