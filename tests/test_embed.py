@@ -47,7 +47,8 @@ static int check(void) {
     return 0;
 }
 """
-C_MAIN = MAIN + 'int main(void) { int r = check(); printf("%s\\n", r ? "FAIL" : "OK"); return r; }\n'
+C_MAIN = MAIN + ('int main(void) { int r = check(); printf("%s\\n", r ? "FAIL" : "OK"); '
+                 'return r; }\n')
 CXX_MAIN = MAIN.replace("#include <stdio.h>", "#include <cstdio>\n#include <cmath>") + \
     'int main() { int r = check(); std::printf("%s\\n", r ? "FAIL" : "OK"); return r; }\n'
 
