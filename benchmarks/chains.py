@@ -17,7 +17,12 @@ For each chain, every program is verified against numpy first, then timed:
   (hand-chosen, the rest searched): what a fusing compiler would write;
 - numpy (the steps as numpy expressions into preallocated arrays) and torch
   (``torch.softmax``/``torch.relu`` over ``torch.matmul``; for attention also
-  ``scaled_dot_product_attention`` with scale 1) through Python, best of rounds.
+  ``scaled_dot_product_attention`` with scale 1) through Python.
+
+Timing: every contender once per round (C: best of 3 batches of ~20 ms; Python the
+same), ``--rounds`` interleaved rounds; the table gives the median time of each and the
+median over rounds of each ratio, so a neighbour's load on a shared machine hits all
+contenders alike.
 
 The model cost of each morello program is printed beside its time, so a reader can see
 whether the model ranks fused against unfused the way this machine does.
@@ -25,6 +30,7 @@ whether the model ranks fused against unfused the way this machine does.
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -36,7 +42,13 @@ from morello import Bufferize, TileOut
 from morello.memory import Level
 
 
-def _best(f, rounds: int) -> float:
+def _c_timer(fn, ins, out):
+    """Times ``fn`` inside C: about 20 ms of calls per batch, best of 3 batches."""
+    iters = max(1, int(0.02 / max(fn.time(*ins, iters=1, out=out), 1e-9)))
+    return lambda: min(fn.time(*ins, iters=iters, out=out) for _ in range(3))
+
+
+def _py_timer(f):
     f()
     n = 1
     while True:
@@ -46,18 +58,16 @@ def _best(f, rounds: int) -> float:
         if time.perf_counter() - t0 > 0.02:
             break
         n *= 2
-    best = float("inf")
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            f()
-        best = min(best, (time.perf_counter() - t0) / n)
-    return best
 
-
-def _c_time(fn, ins, out, rounds: int) -> float:
-    iters = max(1, int(0.02 / max(fn.time(*ins, iters=1, out=out), 1e-9)))
-    return min(fn.time(*ins, iters=iters, out=out) for _ in range(rounds))
+    def timer() -> float:
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                f()
+            best = min(best, (time.perf_counter() - t0) / n)
+        return best
+    return timer
 
 
 def _softmax_rows(x):
@@ -129,7 +139,7 @@ def main() -> None:
         torch = None
     print(f"torch: {'not importable' if torch is None else torch.__version__}\n")
     print("| chain | search µs (cost) | unfused µs (cost) | fused µs (cost) | numpy µs | "
-          "torch µs | torch SDPA µs | vs numpy | vs torch | search s |")
+          "torch µs | torch SDPA µs | numpy/morello | best torch/morello | search s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     trees = []
     with tempfile.TemporaryDirectory() as d:
@@ -145,34 +155,43 @@ def main() -> None:
             ins = best.random_inputs(seed=1)
             want = np_fn(*ins)
             out = np.empty(spec.output.shape, np.float32)
-            row = []
-            for prog in (best, unfused, fused):
+            # name -> a function that times one batch of calls: seconds per call.
+            timers = {}
+            costs = []
+            for label, prog in (("search", best), ("unfused", unfused), ("fused", fused)):
                 fn = prog.compile()
                 ok, err = prog.verify(fn)
                 assert ok, f"{name}: does not match numpy ({err})"
-                got = fn(*ins)
-                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
-                row.append((_c_time(fn, ins, out, args.rounds), prog.cost))
-            theirs = _best(lambda f=np_fn, a=ins: f(*a), args.rounds)
-            tt = tsdpa = None
+                np.testing.assert_allclose(fn(*ins), want, rtol=1e-4, atol=1e-5)
+                timers[label] = _c_timer(fn, ins, out)
+                costs.append(prog.cost)
+            timers["numpy"] = _py_timer(lambda f=np_fn, a=ins: f(*a))
             if t_fn is not None:
                 tins = [torch.from_numpy(x) for x in ins]
-                tt = _best(lambda f=t_fn, a=tins: f(*a), args.rounds)
+                timers["torch"] = _py_timer(lambda f=t_fn, a=tins: f(*a))
                 if name.startswith("attention"):
                     v, q, kt = tins
                     k = kt.transpose(-1, -2).contiguous()
                     f = torch.nn.functional.scaled_dot_product_attention
-                    tsdpa = _best(lambda f=f, q=q, k=k, v=v: f(q, k, v, scale=1.0),
-                                  args.rounds)
-            ours = row[0][0]
-            vs_torch = min(x for x in (tt, tsdpa) if x is not None) / ours \
-                if tt is not None else None
-            cells = " | ".join(f"{t * 1e6:.1f} ({c:,})" for t, c in row)
-            print(f"| {name} | {cells} | {theirs * 1e6:.1f} | "
-                  f"{'-' if tt is None else f'{tt * 1e6:.1f}'} | "
-                  f"{'-' if tsdpa is None else f'{tsdpa * 1e6:.1f}'} | "
-                  f"{theirs / ours:.2f}× | "
-                  f"{'-' if vs_torch is None else f'{vs_torch:.2f}×'} | {search:.1f} |",
+                    timers["sdpa"] = _py_timer(lambda f=f, q=q, k=k, v=v: f(q, k, v, scale=1.0))
+            # Interleaved rounds (every contender once per round), medians over rounds:
+            # a neighbour's load on this shared machine hits all of them alike.
+            times: dict[str, list[float]] = {k: [] for k in timers}
+            for _ in range(args.rounds):
+                for k, timer in timers.items():
+                    times[k].append(timer())
+            med = {k: statistics.median(v) for k, v in times.items()}
+            ratio = {k: statistics.median(a / b for a, b in zip(times[k], times["search"]))
+                     for k in times}
+            cells = " | ".join(f"{med[k] * 1e6:.1f} ({c:,})"
+                               for k, c in zip(("search", "unfused", "fused"), costs))
+            t_best = min((ratio[k] for k in ("torch", "sdpa") if k in ratio), default=None)
+            print(f"| {name} | {cells} | {med['numpy'] * 1e6:.1f} | "
+                  f"{med['torch'] * 1e6:.1f} | " if "torch" in med else
+                  f"| {name} | {cells} | {med['numpy'] * 1e6:.1f} | - | ", end="")
+            print(f"{med['sdpa'] * 1e6:.1f} | " if "sdpa" in med else "- | ", end="")
+            print(f"{ratio['numpy']:.2f}× | "
+                  f"{'-' if t_best is None else f'{t_best:.2f}×'} | {search:.1f} |",
                   flush=True)
             trees.append((name, best.impl.pformat()))
     for name, tree in trees:
