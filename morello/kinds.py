@@ -31,6 +31,11 @@ SoftmaxExp{d}   s              src s, max m, dst s            dst = exp(src - ma
 SoftmaxUnscaled s              src s, max m, dst s, denom m   dst = exp(src - max),
                                                               denom = sum of dst along d
 DivReduced{d}   s              denom m, dst s                 dst = dst / denom (in place)
+SoftmaxOnline   s              src s, max m, dst s            dst = softmax, max = max(src)
+SoftmaxDenomMax s              src s, max m, denom m          the online merge of a tile:
+ Accum{d}                                                     m' = max(max, max(src)),
+                                                              denom = denom e^(max-m') +
+                                                              sum e^(src-m'), max = m'
 ==============  =============  =============================  =========================
 
 (``m`` is ``s`` with extent 1 at ``d``.) AddBroadcast is a bias add (``d`` = rows: one
@@ -94,6 +99,8 @@ class PrimKind(enum.IntEnum):
     DIV_REDUCED = 18
     ADD_BROADCAST = 19
     SOFTMAX_UNSCALED = 20
+    SOFTMAX_ONLINE = 21
+    SOFTMAX_DENOM_MAX_ACCUM = 22
 
     @property
     def info(self) -> KindInfo:
@@ -262,6 +269,24 @@ def _softmax_unscaled_ref(params, ins, out):
     return out
 
 
+def _softmax_online_ref(params, ins, out):
+    np.max(ins[0], axis=params[0], keepdims=True, out=ins[1]) if len(ins) > 1 else None
+    np.copyto(out, _softmax(ins[0], params[0]))
+    return out
+
+
+def _denom_max_accum_ref(params, ins, out):
+    """The online merge: ``ins`` = (src, max) and ``out`` the denominators; the max
+    (``ins[1]``) is updated in place."""
+    src, mx = ins[0], ins[1]
+    new = np.maximum(mx, np.max(src, axis=params[0], keepdims=True))
+    with np.errstate(invalid="ignore"):
+        out *= np.exp(mx - new)
+        out += np.sum(np.exp(src - new), axis=params[0], keepdims=True)
+    np.copyto(mx, new)
+    return out
+
+
 def _div_reduced_ref(params, ins, out):
     return np.divide(out, ins[0], out=out)
 
@@ -385,6 +410,18 @@ KINDS: dict[PrimKind, KindInfo] = {
         (1, MAX_RANK), _unscaled_map, "SoftmaxUnscaled", None, _softmax_unscaled_ref,
         flops_per_point=3, scan=True,
         doc="dst = exp(src - max) and denom = sum of dst along dim"),
+    # The online (one-pass) denominator: the max found along the way, the partial sums
+    # rescaled when it grows (the FromParts merge, one tile at a time).
+    PrimKind.SOFTMAX_ONLINE: KindInfo(
+        "SoftmaxOnline", ("dim",), ("src", "max", "dst"), (0,), (2, 1), (1, MAX_RANK),
+        _reduced_map(1, 1, full_last=True), "SoftmaxOnline", None, _softmax_online_ref,
+        flops_per_point=5, scan=True,
+        doc="dst = softmax of src along dim; max = its max"),
+    PrimKind.SOFTMAX_DENOM_MAX_ACCUM: KindInfo(
+        "SoftmaxDenomMaxAccum", ("dim",), ("src", "max", "denom"), (0, 1, 2), (2, 1),
+        (1, MAX_RANK), _reduced_map(1, 2), "SoftmaxDenomMax", None, _denom_max_accum_ref,
+        flops_per_point=4, accumulates=True,
+        doc="max, denom = the online merge of src into the running max and denom"),
     PrimKind.DIV_REDUCED: KindInfo(
         "DivReduced", ("dim",), ("denom", "dst"), (0, 1), (1,), (1, MAX_RANK),
         _reduced_map(0, 1, full_last=True), "DivReduced", None, _div_reduced_ref,

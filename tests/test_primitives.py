@@ -122,7 +122,31 @@ def test_every_new_kernel_row_is_tested():
     new_kinds = set(PrimKind) - {PrimKind.MATMUL, PrimKind.MATMUL_ACCUM, PrimKind.MOVE,
                                  PrimKind.FILL}
     rows = {k.name for k in TABLE.kernels if k.kind in new_kinds} | {"L1Fill"}
-    assert rows == set(KERNEL_SPECS) | {"VectorExpStoreSum"}  # two outputs: tested below
+    # Kernels with two written operands are tested below.
+    assert rows == set(KERNEL_SPECS) | {"VectorExpStoreSum", "VectorOnlineDenomMax"}
+
+
+@pytest.mark.isa("avx2")
+@pytest.mark.parametrize("n", [1, 5, 8, 16, 107])
+@pytest.mark.parametrize("start", ["empty", "smaller max", "larger max"])
+def test_the_online_merge_kernel(n, start):
+    """SoftmaxDenomMaxAccum: the running max and denominator after merging a row."""
+    from morello.codegen import CompiledProgram, compile_c, emit_c
+
+    spec = _l1_spec(PrimKind.SOFTMAX_DENOM_MAX_ACCUM, (1, n), (1,))
+    prog = morello.synthesize(spec, db=False)
+    assert [str(x.action) for x in prog.impl.walk()] == ["VectorOnlineDenomMax"]
+    path = compile_c(emit_c(prog.impl, AVX2), AVX2.cflags)
+    fn = CompiledProgram(path, [o.shape for o in spec.operands], [np.float32] * 3, 2)
+    x = np.random.default_rng(n).uniform(-20, 5, (1, n)).astype(np.float32)
+    m0, d0 = {"empty": (-np.inf, 0.0), "smaller max": (-30.0, 2.5),
+              "larger max": (10.0, 0.75)}[start]
+    mx = np.array([[m0]], np.float32)
+    den = fn(x, mx, out=np.array([[d0]], np.float32))
+    m = max(m0, float(x.max()))
+    want = d0 * np.exp(m0 - m) + np.exp((x - np.float32(m)).astype(np.float64)).sum()
+    assert mx[0, 0] == np.float32(m)
+    np.testing.assert_allclose(den[0, 0], want, rtol=1e-6)
 
 
 @pytest.mark.isa("avx2")

@@ -122,25 +122,39 @@ def _softmax_np(x, dim):
     return e / e.sum(axis=dim, keepdims=True)
 
 
-def test_large_inputs_are_safe_and_special_values_behave(db):
-    prog = morello.synthesize(morello.softmax(6, 37), db=db)
+@pytest.mark.parametrize("cols", [37, 20000])  # 20000: the online merge over row tiles
+def test_large_inputs_are_safe_and_special_values_behave(db, cols):
+    prog = morello.synthesize(morello.softmax(6, cols), db=db)
+    if cols > 8192:
+        kinds = {n.spec.kind.title for n in prog.impl.walk()}
+        assert "SoftmaxDenomMaxAccum" in kinds, prog.impl.pformat()
     fn = prog.compile()
     rng = np.random.default_rng(0)
-    x = (rng.standard_normal((6, 37)) * 1e4).astype(np.float32)
+    x = (rng.standard_normal((6, cols)) * 1e4).astype(np.float32)
     x[1] = 3e38  # all equal and huge: uniform
     x[2, :5] = -np.inf  # -inf gives 0
     x[3] = -np.inf  # a row of -inf: NaN, as numpy
     x[4, 7] = np.nan  # NaN propagates to its row
-    x[5] = rng.uniform(-1, 1, 37).astype(np.float32) + 100  # exp(100) alone overflows
+    x[5] = rng.uniform(-1, 1, cols).astype(np.float32) + 100  # exp(100) alone overflows
     with np.errstate(invalid="ignore"):
         want = _softmax_np(x, 1)
     got = fn(x)
     ok, err = compare(prog.spec, got, want)
     assert ok, err
     assert (got[2, :5] == 0).all() and np.isfinite(got[0]).all()
-    np.testing.assert_allclose(got[1], 1 / 37, rtol=1e-6)
+    np.testing.assert_allclose(got[1], 1 / cols, rtol=1e-6)
     assert np.isnan(got[3]).all() and np.isnan(got[4]).all()
     assert not np.isnan(np.delete(got, [3, 4], axis=0)).any()
+
+
+def test_long_rows_take_the_online_merge_over_tiles_of_the_row():
+    """A row larger than L1: the search tiles the scan dim with the online (FromParts)
+    merge of partial maxima and denominators, then one normalizing pass."""
+    prog = morello.synthesize(morello.softmax(1, 16384), db=False)
+    merges = [n for n in prog.impl.walk() if n.spec.kind.title == "SoftmaxDenomMaxAccum"]
+    assert merges and any(str(n.action).startswith("Split") for n in merges)
+    ok, err = prog.verify()
+    assert ok, err
 
 
 def test_the_search_finds_the_decomposition():

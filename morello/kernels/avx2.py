@@ -668,6 +668,51 @@ def _unscaled_cost(s: Spec, t: Target) -> int:
             + (t.costs.hsum if n >= 8 else 0) + _io(s, t))
 
 
+def _online_check(spec: Spec, target: Target) -> Reason:
+    return _row_stats_check(spec, target, 2)
+
+
+def _online_emit(w, spec, ops, vt) -> None:
+    """The online merge of one row: its max by a vector max, then the sum of exps
+    against the new max; the old sum rescaled by exp(old max - new max)."""
+    src, mx, den = ops
+    n = spec.volume
+    n8 = n // 8 * 8
+    with w.block("{"):
+        w.line(f"const float *restrict p0 = {src.ptr(0)};")
+        w.line(f"const float mo = {mx.lval()};")
+        w.line("float t = p0[0];")
+        if n8:
+            w.line("__m256 a0 = _mm256_loadu_ps(p0);")
+            if n8 > 8:
+                with w.block(f"for (long q = 8; q < {n8}; q += 8) {{"):
+                    w.line("a0 = _mm256_max_ps(a0, _mm256_loadu_ps(p0 + q));")
+            w.line("t = morello_hmax8(a0);")
+        if n > n8:
+            with w.block(f"for (long q = {n8}; q < {n}; q++) {{"):
+                w.line("t = p0[q] > t ? p0[q] : t;")
+        w.line("const float m = t > mo ? t : mo;")
+        w.line("float r = 0.0f;")
+        if n8:
+            w.line("const __m256 mv = _mm256_set1_ps(m);")
+            w.line("__m256 acc0 = _mm256_setzero_ps();")
+            with w.block(f"for (long q = 0; q < {n8}; q += 8) {{"):
+                w.line("acc0 = _mm256_add_ps(acc0, morello_exp8_neg(_mm256_sub_ps("
+                       "_mm256_loadu_ps(p0 + q), mv)));")
+            w.line("r = morello_hsum8(acc0);")
+        if n > n8:
+            with w.block(f"for (long q = {n8}; q < {n}; q++) {{"):
+                w.line("r += morello_expf(p0[q] - m);")
+        w.line(f"{den.lval()} = {den.lval()} * morello_expf(mo - m) + r;")
+        w.line(f"{mx.lval()} = m;")
+
+
+def _online_cost(s: Spec, t: Target) -> int:
+    n = s.operands[0].volume
+    return (_stream_cost(n, t, 2, EXP_OPS + 3, EXP_OPS + 3) + 2 * t.costs.hsum
+            + EXP_OPS * t.costs.scalar_op + _io(s, t))
+
+
 def _div_scalar_emit(w, spec, ops, vt) -> None:
     den, dst = ops
     with w.block("{"):
@@ -756,6 +801,9 @@ KERNELS: tuple[Kernel, ...] = (
            "dst = exp(src - max) / denom over contiguous L1 rows"),
     Kernel("VectorExp", PrimKind.SOFTMAX_EXP, lambda s, t: _row_stats_check(s, t, 1),
            _exp_row_cost, 2, _exp_row_emit, "dst = exp(src - max) over contiguous L1 rows"),
+    Kernel("VectorOnlineDenomMax", PrimKind.SOFTMAX_DENOM_MAX_ACCUM, _online_check,
+           _online_cost, 3, _online_emit,
+           "online softmax merge of a contiguous L1 row into scalar max and denom"),
     Kernel("VectorExpStoreSum", PrimKind.SOFTMAX_UNSCALED, _unscaled_check, _unscaled_cost, 3,
            _unscaled_emit, "dst = exp(src - max) over a contiguous L1 row, denom = its sum"),
     Kernel("VectorDivScalar", PrimKind.DIV_REDUCED, lambda s, t: _scalar_and_row_check(s, 0, 1),

@@ -12,16 +12,24 @@
 or, for SoftmaxGivenMax, ``SoftmaxExp{d}(src, max, dst); Sum{d}(dst, denom);
 DivReduced{d}(denom, dst)``: the exps written once, summed, and divided in place; or
 ``SoftmaxUnscaled{d}(src, max, dst, denom); DivReduced{d}(denom, dst)``, the sum taken as
-the exps are written. These
-are the two- and three-pass softmaxes (after the pass for the max); which level holds
-each intermediate (main memory, L1, or scalar registers once the rows are tiled to one)
-is the search's choice, one action per level. The buffer has
-the output's shape with extent 1 at the scan dim, in row-major order. A decomposition
-is a row of ``DECOMPOSITIONS``: its steps, each a kind and its operands (this Spec's
-operand indices, or NEW for the buffer).
+the exps are written. And the online (one-pass) softmax::
+
+    Softmax{d}(src, dst)             -> alloc max;   SoftmaxOnline{d}(src, max, dst)
+    SoftmaxOnline{d}(src, max, dst)  -> alloc denom; Fill{-inf}(max); Fill{0}(denom)
+                                        SoftmaxDenomMaxAccum{d}(src, max, denom)
+                                        SoftmaxComplete{d}(src, max, denom, dst)
+
+where SoftmaxDenomMaxAccum is an accumulating kind: ``Split`` tiles the scan dim and each
+tile merges its maximum and sum of exps into the running ones (the FromParts merge), so
+rows longer than L1 take one pass for both. Which level holds each intermediate (main
+memory, L1, or scalar registers once the rows are tiled to one) is the search's choice,
+one action per level. The buffer has the output's shape with extent 1 at the scan dim,
+in row-major order. A decomposition is a row of ``DECOMPOSITIONS``: its steps, each a
+kind and its operands (this Spec's operand indices, or NEW for the buffer).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from morello import layouts
@@ -33,10 +41,19 @@ from morello.specs import PrimKind, Spec, operand_shapes
 from morello.tensorspec import fresh
 
 # kind -> its decompositions, each a tuple of steps: (kind of the step, its operands as
-# indices into the Spec's operands, or NEW for the buffer).
-DECOMPOSITIONS: dict[PrimKind, tuple[tuple[tuple[PrimKind, tuple[int, ...]], ...], ...]] = {
+# indices into the Spec's operands, or NEW for the buffer[, its parameters]). A step
+# without parameters takes the Spec's (the scan dim); a Fill takes its value and the
+# shape of its operand.
+DECOMPOSITIONS: dict[PrimKind, tuple[tuple[tuple, ...], ...]] = {
     PrimKind.SOFTMAX: (
         ((PrimKind.MAX, (0, NEW)), (PrimKind.SOFTMAX_GIVEN_MAX, (0, NEW, 1))),
+        # Online: the max and the denominator in one pass, then the output.
+        ((PrimKind.SOFTMAX_ONLINE, (0, NEW, 1)),),
+    ),
+    PrimKind.SOFTMAX_ONLINE: (
+        ((PrimKind.FILL, (1,), (-math.inf,)), (PrimKind.FILL, (NEW,), (0.0,)),
+         (PrimKind.SOFTMAX_DENOM_MAX_ACCUM, (0, 1, NEW)),
+         (PrimKind.SOFTMAX_COMPLETE, (0, 1, NEW, 2))),
     ),
     PrimKind.SOFTMAX_GIVEN_MAX: (
         # One pass for the denominator, one for the output: two exps per element.
@@ -74,7 +91,7 @@ class Decompose:
 
     def allocates(self, spec: Spec) -> bool:
         steps = self.steps(spec)
-        return steps is not None and any(NEW in args for _, args in steps)
+        return steps is not None and any(NEW in step[1] for step in steps)
 
     def buffer(self, spec: Spec):
         (dim,) = spec.params[:1]
@@ -103,20 +120,22 @@ class Decompose:
         if limits is None:
             return None
         children = []
-        for kind, args in steps:
+        for step in steps:
+            kind, args = step[0], step[1]
             picked = []
             for a in args:
                 o = spec.operands[a] if a != NEW else new
                 assert o is not None  # only a row that allocates names NEW
                 picked.append(o)
             ops = tuple(picked)
-            params = spec.params[:len(kind.info.params)]
-            want = operand_shapes(kind, spec.shape, params)
+            params = step[2] if len(step) > 2 else spec.params[:len(kind.info.params)]
+            shape = ops[0].shape if kind is PrimKind.FILL else spec.shape
+            want = operand_shapes(kind, shape, params)
             if tuple(o.shape for o in ops) != want:
                 if new is not None:  # pragma: no cover - table error
                     raise AssertionError(f"{kind.title} operand shapes {want}")
                 return None  # a row without a buffer applies where shapes fit
-            children.append(Spec(kind, spec.shape, ops, spec.serial_only, limits, params))
+            children.append(Spec(kind, shape, ops, spec.serial_only, limits, params))
         return Expansion(tuple(children), (1,) * len(children), 0,
                          own_units(self.level, units))
 
@@ -124,7 +143,7 @@ class Decompose:
         new = self.buffer(spec) if self.allocates(spec) else None
         steps = self.steps(spec)
         assert steps is not None  # apply follows a successful expand
-        return Block(tuple(args for _, args in steps), new)
+        return Block(tuple(step[1] for step in steps), new)
 
     def __str__(self) -> str:
         return f"Decompose({self.level}{f', variant={self.variant}' if self.variant else ''})"
@@ -139,7 +158,8 @@ def decompose_actions(spec: Spec, target: Target) -> list[Decompose]:
 
 def identity() -> list:
     """What action indices of decompositions depend on (for the actions fingerprint)."""
-    return [[k.name, [[[s.name, list(a)] for s, a in steps] for steps in variants]]
+    return [[k.name, [[[s[0].name, list(s[1]), repr(s[2:])] for s in steps]
+                      for steps in variants]]
             for k, variants in DECOMPOSITIONS.items()] + [[lvl.name for lvl in BUFFER_LEVELS]]
 
 
