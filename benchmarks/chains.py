@@ -2,6 +2,7 @@
 one thread, with the search's program next to the unfused one and a hand-fused one.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/chains.py [--rounds 7] [--only NAME]
+        [--target avx512]
 
 Chains: attention ``softmax(Q @ Kt) @ V`` at SEQ×DIM 128×64 and 512×64,
 ``relu(A @ B + bias)`` at 256³, and a row softmax of a matmul (128×64×128).
@@ -77,11 +78,12 @@ def _softmax_rows(x):
     return y
 
 
-def chains(torch):
+def chains(torch, target: str):
     """(name, Spec, numpy function, torch function or None, splits) per chain."""
     out = []
+    t = {"target": target}
     for seq, dim in ((128, 64), (512, 64)):
-        spec = morello.attention(seq, dim)
+        spec = morello.attention(seq, dim, **t)
 
         def np_att(v, q, kt):
             return _softmax_rows(q @ kt) @ v
@@ -92,8 +94,8 @@ def chains(torch):
                 return torch.matmul(torch.softmax(torch.matmul(q, kt), -1), v)
         out.append((f"attention {seq}×{dim}", spec, np_att, t_att, 2))
     n = 256
-    spec = morello.chain(morello.matmul(n, n, n), morello.add_bias(1, n, n),
-                         morello.relu(1, n, n))
+    spec = morello.chain(morello.matmul(n, n, n, **t), morello.add_bias(1, n, n, **t),
+                         morello.relu(1, n, n, **t))
 
     def np_mbr(bias, a, b):
         y = a @ b
@@ -105,7 +107,7 @@ def chains(torch):
         def t_mbr(bias, a, b):
             return torch.relu(torch.addmm(bias[0], a[0], b[0]))
     out.append((f"matmul+bias+relu {n}³", spec, np_mbr, t_mbr, 2))
-    spec = morello.chain(morello.matmul(128, 64, 128), morello.softmax(128, 128))
+    spec = morello.chain(morello.matmul(128, 64, 128, **t), morello.softmax(128, 128, **t))
     t_sm = None
     if torch is not None:
         def t_sm(a, b):
@@ -115,13 +117,13 @@ def chains(torch):
     return out
 
 
-def _fused(spec, splits: int, db):
+def _fused(spec, splits: int, db, target: str):
     """The chain over tiles of 16 output rows (fewer when L1 cannot hold the tiles),
     every intermediate tile in L1."""
     for rows in (16, 8, 4, 2, 1):
         try:
             return morello.schedule(spec, [TileOut(1, rows)] + [Bufferize(0, Level.L1)] * splits,
-                                    db=db)
+                                    target=target, db=db)
         except morello.MorelloError:
             continue
     raise AssertionError("no fused schedule fits L1")
@@ -131,27 +133,30 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--only", default=None, help="run the chains whose name contains this")
+    ap.add_argument("--target", default="avx2", help="avx2 (default) or avx512")
     args = ap.parse_args()
     try:
         import torch
         torch.set_num_threads(1)
     except ImportError:
         torch = None
-    print(f"torch: {'not importable' if torch is None else torch.__version__}\n")
+    print(f"target {args.target}; torch: "
+          f"{'not importable' if torch is None else torch.__version__}\n")
     print("| chain | search µs (cost) | unfused µs (cost) | fused µs (cost) | numpy µs | "
           "torch µs | torch SDPA µs | numpy/morello | best torch/morello | search s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     trees = []
     with tempfile.TemporaryDirectory() as d:
         db = str(Path(d) / "chains.sqlite")
-        for name, spec, np_fn, t_fn, splits in chains(torch):
+        for name, spec, np_fn, t_fn, splits in chains(torch, args.target):
             if args.only and args.only not in name:
                 continue
             t0 = time.perf_counter()
-            best = morello.synthesize(spec, db=db)
+            best = morello.synthesize(spec, target=args.target, db=db)
             search = time.perf_counter() - t0
-            unfused = morello.schedule(spec, [Bufferize(0, Level.GL)] * splits, db=db)
-            fused = _fused(spec, splits, db)
+            unfused = morello.schedule(spec, [Bufferize(0, Level.GL)] * splits,
+                                       target=args.target, db=db)
+            fused = _fused(spec, splits, db, args.target)
             ins = best.random_inputs(seed=1)
             want = np_fn(*ins)
             out = np.empty(spec.output.shape, np.float32)

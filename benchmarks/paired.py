@@ -1,6 +1,7 @@
 """Paired timings: morello's kernel and OpenBLAS's sgemm, alternated in one process.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/paired.py [--rounds 9] [[Bx]MxKxN ...]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/paired.py [--rounds 9] [--target avx512]
+        [[Bx]MxKxN ...]
 
 On a shared machine the speed of the core drifts by 20% within a minute, so two columns
 measured minutes apart compare the machine's moods as much as the kernels. Here each round
@@ -80,11 +81,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("shapes", nargs="*", default=SHAPES)
     ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--target", default="avx2", help="avx2 (default) or avx512")
     args = ap.parse_args()
     sgemm, name = _openblas()
     shim = _shim()
-    print(f"OpenBLAS symbol {name}; {args.rounds} alternating rounds per shape, each timing "
-          ">= 20 ms inside C\n")
+    print(f"OpenBLAS symbol {name}; target {args.target}; {args.rounds} alternating rounds "
+          "per shape, each timing >= 20 ms inside C\n")
     print("| shape | morello GFLOP/s (median) | OpenBLAS sgemm GFLOP/s (median) | "
           "median ratio morello/OpenBLAS | rounds morello ahead |")
     print("|---|---|---|---|---|")
@@ -92,7 +94,8 @@ def main() -> None:
         db = str(Path(d) / "paired.db")
         for text in args.shapes:
             b, m, k, n = _parse(text)
-            prog = morello.synthesize(morello.matmul(m, k, n, batch=b), db=db)
+            prog = morello.synthesize(morello.matmul(m, k, n, batch=b, target=args.target),
+                                      target=args.target, db=db)
             fn = prog.compile()
             rng = np.random.default_rng(0)
             lhs = rng.uniform(-1, 1, (b, m, k)).astype(np.float32)

@@ -127,7 +127,44 @@ AVX2 = Target(
     cflags=("-mavx2", "-mfma"),
 )
 
-TARGETS = {AVX2.name: AVX2}
+# AVX-512 (F): the same caches and costs per vector op, 32 vector registers of up to 64
+# bytes (``morello.kernels.avx512``). Emitted anywhere; run only where the host has it.
+AVX512 = Target(
+    name="avx512",
+    capacity=(16, 32, 512, 4096, 1 << 25),
+    costs=AVX2_COSTS,
+    vector_bytes=(16, 32, 64),
+    line_bytes=64,
+    l1_ways=8,
+    row_tile_sizes=(6, 12),
+    prefetch_streams=8,
+    processors=1,
+    cflags=("-mavx2", "-mfma", "-mavx512f"),
+    isa="avx512",
+)
+
+TARGETS = {AVX2.name: AVX2, AVX512.name: AVX512}
+
+# The /proc/cpuinfo flags a target's code needs.
+_HOST_FLAGS = {"avx2": ("avx2", "fma"), "avx512": ("avx2", "fma", "avx512f")}
+
+
+def host_lacks(target: Target) -> str | None:
+    """Why this host cannot run ``target``'s code (the CPU flags it lacks), or None;
+    None too where /proc/cpuinfo cannot be read (the compiler or the CPU will say)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f
+                          if line.startswith("flags")), None)
+    except OSError:
+        return None
+    if flags is None:
+        return None
+    missing = [x for x in _HOST_FLAGS.get(target.isa, ()) if x not in flags]
+    if not missing:
+        return None
+    return (f"this CPU cannot run {target.isa} code (no {', '.join(missing)} in "
+            "/proc/cpuinfo): emit it for another machine, or use --target avx2")
 
 
 def parse_target(name: str, threads: int = 1, calibration: str | None = None) -> Target:

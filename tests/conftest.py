@@ -40,7 +40,7 @@ settings.load_profile(
 os.environ["MORELLO_CALIBRATION"] = "builtin"
 
 # The flags each ISA needs; an unlisted name is looked up as a flag itself.
-_ISA_FLAGS = {"avx2": ("avx2", "fma")}
+_ISA_FLAGS = {"avx2": ("avx2", "fma"), "avx512": ("avx2", "fma", "avx512f")}
 
 
 @functools.cache

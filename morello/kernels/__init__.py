@@ -12,4 +12,8 @@ def table_for(target) -> KernelTable:
         from morello.kernels.avx2 import TABLE
 
         return TABLE
+    if target.isa == "avx512":
+        from morello.kernels.avx512 import TABLE as TABLE512
+
+        return TABLE512
     raise KeyError(f"no kernel table for ISA {target.isa!r}")
