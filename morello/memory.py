@@ -149,15 +149,17 @@ TARGETS = {AVX2.name: AVX2, AVX512.name: AVX512}
 _HOST_FLAGS = {"avx2": ("avx2", "fma"), "avx512": ("avx2", "fma", "avx512f")}
 
 
-def host_lacks(target: Target) -> str | None:
-    """Why this host cannot run ``target``'s code (the CPU flags it lacks), or None;
-    None too where /proc/cpuinfo cannot be read (the compiler or the CPU will say)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f
-                          if line.startswith("flags")), None)
-    except OSError:
-        return None
+def host_lacks(target: Target, flags: list[str] | None = None) -> str | None:
+    """Why this host (or a CPU with these ``flags``) cannot run ``target``'s code (the
+    CPU flags it lacks), or None; None too where /proc/cpuinfo cannot be read (the
+    compiler or the CPU will say)."""
+    if flags is None:
+        try:
+            with open("/proc/cpuinfo") as f:
+                flags = next((line.split(":", 1)[1].split() for line in f
+                              if line.startswith("flags")), None)
+        except OSError:
+            return None
     if flags is None:
         return None
     missing = [x for x in _HOST_FLAGS.get(target.isa, ()) if x not in flags]
