@@ -19,7 +19,13 @@ from morello.specs import Spec, reduction_dims
 
 
 def terms(spec: Spec) -> int:
-    """How many terms are reduced into each output element (1 for maps)."""
+    """How many terms are reduced into each output element (1 for maps); for a chain,
+    the most any one step reduces (its steps round one after the other, they do not
+    multiply: attention 512×64 is 512, not 64 × 512)."""
+    comps = getattr(spec.kind, "components", None)
+    if comps is not None:
+        return max(math.prod(spec.shape[c.dims[d]] for d in reduction_dims(
+            c.kind, len(c.dims), c.params)) for c in comps)
     return math.prod(spec.shape[d] for d in reduction_dims(spec.kind, len(spec.shape),
                                                            spec.params))
 

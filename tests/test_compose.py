@@ -233,3 +233,13 @@ def test_attention_with_k_stored_as_k(db, seq, dim):
     assert ok, err
     with pytest.raises(morello.SpecError):
         morello.attention(seq, dim, k_layout="row")
+
+
+def test_a_chain_is_verified_as_tightly_as_its_widest_step():
+    """The tolerance of a chain follows the largest reduction of one step (the scores'
+    64 terms, the weighted sum's 512), not their product."""
+    from morello.verify import terms, tolerance
+
+    assert terms(morello.attention(512, 64)) == 512
+    assert terms(morello.chain(morello.matmul(8, 300, 8), morello.relu(8, 8))) == 300
+    assert tolerance(morello.attention(512, 64))[1] == pytest.approx(512e-5)
