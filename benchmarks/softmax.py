@@ -4,15 +4,19 @@ the fraction of this machine's streaming bandwidth, measured in the same run.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/softmax.py [--rounds 7]
 
-Every morello kernel is verified against numpy first. morello is timed inside C (best of
-rounds of >= 20 ms); numpy (``exp(x - max) / sum``, into preallocated arrays) and torch
-(``torch.softmax(x, -1, out=...)``) through Python, best of rounds. Bandwidth: the bytes
-a softmax must move (read src, write dst: 8 bytes per element) over its time, against
-``calibrate``'s streaming read (the memory roof of ``benchmarks/roofline.py``).
+Every morello kernel is verified against numpy first. morello is timed inside C, numpy
+(``exp(x - max) / sum``, into preallocated arrays) and torch (``torch.softmax(x, -1,
+out=...)``) through Python, each the best of 3 batches of about 20 ms, in ``--rounds``
+interleaved rounds; the table gives median times and the median of per-round ratios.
+Bandwidth: the bytes a softmax must move (read src, write dst: 8 bytes per element) over
+its time, against ``calibrate``'s streaming read (the memory roof of
+``benchmarks/roofline.py``), measured in every round for the largest input (the median
+of the per-round fractions).
 """
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -26,7 +30,8 @@ from morello.memory import AVX2
 SHAPES = [(1, 16384), (128, 128), (512, 1024), (4096, 4096)]  # the last: 64 MiB
 
 
-def _best(f, rounds: int) -> float:
+def _py_timer(f):
+    """A timer of ``f`` through Python: about 20 ms of calls per batch, best of 3."""
     f()
     n = 1
     while True:
@@ -36,13 +41,16 @@ def _best(f, rounds: int) -> float:
         if time.perf_counter() - t0 > 0.02:
             break
         n *= 2
-    best = float("inf")
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            f()
-        best = min(best, (time.perf_counter() - t0) / n)
-    return best
+
+    def timer() -> float:
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                f()
+            best = min(best, (time.perf_counter() - t0) / n)
+        return best
+    return timer
 
 
 def main() -> None:
@@ -55,11 +63,15 @@ def main() -> None:
     except ImportError:
         torch = None
     lib = calibrate._lib(AVX2)
-    read_gbs = 64 / (min(lib.cal_read(128 << 20, 64, 1) for _ in range(5)) * 1e9)
+
+    def read_bw() -> float:
+        return 64 / (min(lib.cal_read(128 << 20, 64, 1) for _ in range(3)) * 1e9)
+
+    read_gbs = read_bw()
     print(f"streaming read bandwidth (one core, this run): {read_gbs:.1f} GB/s\n")
-    print("| shape | morello ns/elem | numpy ns/elem | torch ns/elem | morello vs numpy | "
-          "morello GB/s (% of read bw) | search s |")
-    print("|---|---|---|---|---|---|---|")
+    print("| shape | morello ns/elem | numpy ns/elem | torch ns/elem | numpy/morello | "
+          "torch/morello | morello GB/s (% of read bw) | search s |")
+    print("|---|---|---|---|---|---|---|---|")
     trees = []
     with tempfile.TemporaryDirectory() as d:
         db = str(Path(d) / "softmax.sqlite")
@@ -73,7 +85,6 @@ def main() -> None:
             x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
             out = np.empty_like(x)
             iters = max(1, int(0.02 / max(fn.time(x, iters=1, out=out), 1e-9)))
-            ours = min(fn.time(x, iters=iters, out=out) for _ in range(args.rounds))
             m = np.empty((shape[0], 1), np.float32)
             s = np.empty((shape[0], 1), np.float32)
 
@@ -84,16 +95,34 @@ def main() -> None:
                 np.sum(out, axis=-1, keepdims=True, out=s)
                 np.divide(out, s, out=out)
 
-            theirs = _best(numpy_softmax, args.rounds)
-            tt = None
+            timers = {"morello": lambda x=x, out=out, it=iters, fn=fn: min(
+                fn.time(x, iters=it, out=out) for _ in range(3)),
+                "numpy": _py_timer(numpy_softmax)}
             if torch is not None:
                 tx, to = torch.from_numpy(x), torch.empty(shape)
-                tt = _best(lambda tx=tx, to=to: torch.softmax(tx, -1, out=to), args.rounds)
+                timers["torch"] = _py_timer(lambda tx=tx, to=to: torch.softmax(tx, -1, out=to))
+            times: dict[str, list[float]] = {k: [] for k in timers}
+            bws = []
+            for _ in range(args.rounds):  # interleaved: a neighbour's load hits all alike
+                for k, timer in timers.items():
+                    times[k].append(timer())
+                if shape == SHAPES[-1]:
+                    bws.append(read_bw())
+            med = {k: statistics.median(v) for k, v in times.items()}
+            ratio = {k: statistics.median(a / b for a, b in zip(v, times["morello"]))
+                     for k, v in times.items()}
             n = x.size
-            gbs = 8 * n / ours / 1e9
-            print(f"| {shape[0]}×{shape[1]} | {ours / n * 1e9:.3f} | {theirs / n * 1e9:.3f} | "
-                  f"{'-' if tt is None else f'{tt / n * 1e9:.3f}'} | {theirs / ours:.2f}× | "
-                  f"{gbs:.1f} ({100 * gbs / read_gbs:.0f} %) | {search:.2f} |")
+            gbs = 8 * n / med["morello"] / 1e9
+            bw = statistics.median(bws) if bws else read_gbs
+            pct = statistics.median(8 * n / t / 1e9 / b for t, b in zip(
+                times["morello"], bws)) if bws else gbs / read_gbs
+            tt = med.get("torch")
+            vs_torch = "-" if tt is None else f"{ratio['torch']:.2f}×"
+            print(f"| {shape[0]}×{shape[1]} | {med['morello'] / n * 1e9:.3f} | "
+                  f"{med['numpy'] / n * 1e9:.3f} | "
+                  f"{'-' if tt is None else f'{tt / n * 1e9:.3f}'} | {ratio['numpy']:.2f}× | "
+                  f"{vs_torch} | "
+                  f"{gbs:.1f} ({100 * pct:.0f} % of {bw:.1f}) | {search:.2f} |", flush=True)
             trees.append((shape, prog.impl.pformat()))
     for shape, tree in trees:
         print(f"\nThe program the search chose for {shape[0]}×{shape[1]}:\n{tree}")

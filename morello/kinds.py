@@ -31,6 +31,8 @@ SoftmaxExp{d}   s              src s, max m, dst s            dst = exp(src - ma
 SoftmaxUnscaled s              src s, max m, dst s, denom m   dst = exp(src - max),
                                                               denom = sum of dst along d
 DivReduced{d}   s              denom m, dst s                 dst = dst / denom (in place)
+SoftmaxUnsc...  s              src s, max m, dst s, denom m   the same, denom += the sum
+ Accum{d}                                                     (tiles of the row: Split)
 SoftmaxOnline   s              src s, max m, dst s            dst = softmax, max = max(src)
 SoftmaxDenomMax s              src s, max m, denom m          the online merge of a tile:
  Accum{d}                                                     m' = max(max, max(src)),
@@ -101,6 +103,7 @@ class PrimKind(enum.IntEnum):
     SOFTMAX_UNSCALED = 20
     SOFTMAX_ONLINE = 21
     SOFTMAX_DENOM_MAX_ACCUM = 22
+    SOFTMAX_UNSCALED_ACCUM = 23
 
     @property
     def info(self) -> KindInfo:
@@ -269,6 +272,14 @@ def _softmax_unscaled_ref(params, ins, out):
     return out
 
 
+def _softmax_unscaled_accum_ref(params, ins, out):
+    """Writes dst (returned) and adds the sums into ``ins[2]`` when given."""
+    np.exp(ins[0] - ins[1], out=out)
+    if len(ins) > 2:
+        ins[2] += np.sum(out, axis=params[0], keepdims=True)
+    return out
+
+
 def _softmax_online_ref(params, ins, out):
     np.max(ins[0], axis=params[0], keepdims=True, out=ins[1]) if len(ins) > 1 else None
     np.copyto(out, _softmax(ins[0], params[0]))
@@ -381,12 +392,13 @@ KINDS: dict[PrimKind, KindInfo] = {
     # The softmax family. Flops: the exp as one, its subtraction, the fold.
     PrimKind.SOFTMAX: KindInfo(
         "Softmax", ("dim",), ("src", "dst"), (0,), (1,), (1, MAX_RANK), _reduced_map(2, 0),
-        "Softmax", None, _softmax_ref, flops_per_point=5, scan=True,
+        "Softmax", None, _softmax_ref, flops_per_point=5, scan=True, l2_views=(0, 1),
         doc="dst = exp(src - max) / sum(exp(src - max)) along dim"),
     PrimKind.SOFTMAX_GIVEN_MAX: KindInfo(
         "SoftmaxGivenMax", ("dim",), ("src", "max", "dst"), (0, 1), (2,), (1, MAX_RANK),
         _reduced_map(1, 1, full_last=True), "SoftmaxGivenMax", None, _softmax_given_max_ref,
-        flops_per_point=4, scan=True, doc="dst = softmax of src along dim, given its max"),
+        flops_per_point=4, scan=True, l2_views=(0, 2),
+        doc="dst = softmax of src along dim, given its max"),
     PrimKind.SOFTMAX_DENOM: KindInfo(
         "SoftmaxDenom", ("dim",), ("src", "max", "denom"), (0, 1), (2,), (1, MAX_RANK),
         _reduced_map(1, 2), "SoftmaxDenom", 1, _softmax_denom_ref, flops_per_point=3,
@@ -410,6 +422,13 @@ KINDS: dict[PrimKind, KindInfo] = {
         (1, MAX_RANK), _unscaled_map, "SoftmaxUnscaled", None, _softmax_unscaled_ref,
         flops_per_point=3, scan=True,
         doc="dst = exp(src - max) and denom = sum of dst along dim"),
+    # The same over tiles of the row: not a scan kind, the loop over the row's tiles adds
+    # each tile's sum into denom (which that dim does not index).
+    PrimKind.SOFTMAX_UNSCALED_ACCUM: KindInfo(
+        "SoftmaxUnscaledAccum", ("dim",), ("src", "max", "dst", "denom"), (0, 1, 3), (2, 3),
+        (1, MAX_RANK), _unscaled_map, "SoftmaxUnscaledAccum", None,
+        _softmax_unscaled_accum_ref, flops_per_point=3,
+        doc="dst = exp(src - max) and denom += sum of dst along dim"),
     # The online (one-pass) denominator: the max found along the way, the partial sums
     # rescaled when it grows (the FromParts merge, one tile at a time).
     PrimKind.SOFTMAX_ONLINE: KindInfo(

@@ -123,7 +123,8 @@ def test_every_new_kernel_row_is_tested():
                                  PrimKind.FILL}
     rows = {k.name for k in TABLE.kernels if k.kind in new_kinds} | {"L1Fill"}
     # Kernels with two written operands are tested below.
-    assert rows == set(KERNEL_SPECS) | {"VectorExpStoreSum", "VectorOnlineDenomMax"}
+    assert rows == set(KERNEL_SPECS) | {"VectorExpStoreSum", "VectorExpStoreSumAccum",
+                                        "VectorOnlineDenomMax"}
 
 
 @pytest.mark.isa("avx2")
@@ -151,15 +152,19 @@ def test_the_online_merge_kernel(n, start):
 
 @pytest.mark.isa("avx2")
 @pytest.mark.parametrize("n", [1, 5, 8, 16, 107, 1024])
-def test_the_exp_store_sum_kernel_writes_both_outputs(n):
-    """SoftmaxUnscaled writes two operands (the exps and their sum): called directly."""
+@pytest.mark.parametrize("kind,kernel", [
+    (PrimKind.SOFTMAX_UNSCALED, "VectorExpStoreSum"),
+    (PrimKind.SOFTMAX_UNSCALED_ACCUM, "VectorExpStoreSumAccum")])
+def test_the_exp_store_sum_kernels_write_both_outputs(n, kind, kernel):
+    """SoftmaxUnscaled(Accum) writes two operands (the exps and their sum, or the sum
+    added to denom): called directly."""
     from morello.codegen import CompiledProgram, compile_c, emit_c
     from morello.impl import replay
 
-    spec = _l1_spec(PrimKind.SOFTMAX_UNSCALED, (1, n), (1,))
-    assert TABLE.by_name["VectorExpStoreSum"].why_not(spec, AVX2) is None
+    spec = _l1_spec(kind, (1, n), (1,))
+    assert TABLE.by_name[kernel].why_not(spec, AVX2) is None
     prog = morello.synthesize(spec, db=False)
-    assert [str(x.action) for x in prog.impl.walk()] == ["VectorExpStoreSum"]
+    assert [str(x.action) for x in prog.impl.walk()] == [kernel]
     impl = replay(spec, AVX2, prog.impl.trace())
     path = compile_c(emit_c(impl, AVX2), AVX2.cflags)
     ops = spec.operands
@@ -168,10 +173,12 @@ def test_the_exp_store_sum_kernel_writes_both_outputs(n):
     x = rng.uniform(-30, 3, (1, n)).astype(np.float32)
     m = x.max(axis=1, keepdims=True)
     dst = np.full((1, n), np.nan, np.float32)
-    den = fn(x, m, dst, out=np.full((1, 1), np.nan, np.float32))
+    start = 2.5 if kernel.endswith("Accum") else np.nan  # Accum adds to it
+    den = fn(x, m, dst, out=np.full((1, 1), start, np.float32))
     want = np.exp((x - m).astype(np.float64))  # from the f32 differences the kernel takes
     np.testing.assert_allclose(dst, want, rtol=2e-7, atol=0)
-    np.testing.assert_allclose(den, want.sum(axis=1, keepdims=True), rtol=1e-6)
+    base = 2.5 if kernel.endswith("Accum") else 0.0
+    np.testing.assert_allclose(den, base + want.sum(axis=1, keepdims=True), rtol=1e-6)
 
 
 @pytest.mark.isa("avx2")

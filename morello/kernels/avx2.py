@@ -626,7 +626,7 @@ def _unscaled_check(spec: Spec, target: Target) -> Reason:
     return _all_f32(spec)
 
 
-def _unscaled_emit(w, spec, ops, vt) -> None:
+def _unscaled_emit(w, spec, ops, vt, accumulate: bool = False) -> None:
     src, mx, dst, den = ops
     n = spec.volume
     n16, n8 = n // 16 * 16, n // 8 * 8
@@ -659,7 +659,11 @@ def _unscaled_emit(w, spec, ops, vt) -> None:
                 w.line("float e = morello_expf(p0[q] - m);")
                 w.line("p2[q] = e;")
                 w.line("r += e;")
-        w.line(f"{den.lval()} = r;")
+        w.line(f"{den.lval()} {'+=' if accumulate else '='} r;")
+
+
+def _unscaled_accum_emit(w, spec, ops, vt) -> None:
+    _unscaled_emit(w, spec, ops, vt, accumulate=True)
 
 
 def _unscaled_cost(s: Spec, t: Target) -> int:
@@ -806,6 +810,9 @@ KERNELS: tuple[Kernel, ...] = (
            "online softmax merge of a contiguous L1 row into scalar max and denom"),
     Kernel("VectorExpStoreSum", PrimKind.SOFTMAX_UNSCALED, _unscaled_check, _unscaled_cost, 3,
            _unscaled_emit, "dst = exp(src - max) over a contiguous L1 row, denom = its sum"),
+    Kernel("VectorExpStoreSumAccum", PrimKind.SOFTMAX_UNSCALED_ACCUM, _unscaled_check,
+           _unscaled_cost, 3, _unscaled_accum_emit,
+           "dst = exp(src - max) over a contiguous L1 row, denom += its sum"),
     Kernel("VectorDivScalar", PrimKind.DIV_REDUCED, lambda s, t: _scalar_and_row_check(s, 0, 1),
            lambda s, t: _stream_cost(s.volume, t, 2, 1) + t.costs.scalar_op + _io(s, t), 1,
            _div_scalar_emit, "dst *= 1 / denom over a contiguous L1 row"),

@@ -63,6 +63,9 @@ DECOMPOSITIONS: dict[PrimKind, tuple[tuple[tuple, ...], ...]] = {
          (PrimKind.DIV_REDUCED, (NEW, 2))),
         # The same with the sum taken while the exps are written: one pass fewer.
         ((PrimKind.SOFTMAX_UNSCALED, (0, 1, 2, NEW)), (PrimKind.DIV_REDUCED, (NEW, 2))),
+        # And over tiles of the row (rows longer than L1): the sums added up.
+        ((PrimKind.FILL, (NEW,), (0.0,)), (PrimKind.SOFTMAX_UNSCALED_ACCUM, (0, 1, 2, NEW)),
+         (PrimKind.DIV_REDUCED, (NEW, 2))),
     ),
     # With extent 1 at the broadcast dim, the bias has the output's shape: an Add. (A
     # row without NEW allocates nothing; it applies where its steps' shapes fit.)

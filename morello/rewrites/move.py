@@ -164,6 +164,12 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
         # L1 (a cache view); a copy would re-create a Move Spec one level down.
         if t.level > Level.L1 and _view_fits(t, target):
             acts.append(Move(i, Level.L1, None))
+        # Kinds that pass over an operand more than once (a softmax's max, exps and
+        # normalization) may view rows L1 cannot hold in L2, so that the later passes
+        # are priced as L2 hits.
+        if i in info.l2_views and t.level is Level.GL \
+                and target.capacity[Level.L1] < t.units(target) <= target.capacity[Level.L2]:
+            acts.append(Move(i, Level.L2, None))
         return tuple(acts)
     cands = layout_candidates(t.shape)
     # Only relayout "forward" in the candidate order, so relayout chains are finite.
