@@ -91,7 +91,9 @@ def _add_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--value", type=_float, default=0.0, metavar="V",
                    help="fill only: the value, 0 or -inf (write --value=-inf; default 0)")
     p.add_argument("--dtype", default="f32", help="element type (default f32)")
-    p.add_argument("--target", default="avx2", help="target ISA (default avx2)")
+    p.add_argument("--target", default="avx2",
+                   help="target ISA: avx2 (default) or avx512 (16-lane register tiles; "
+                        "run and bench need a CPU with avx512f)")
     p.add_argument("--db", metavar="PATH", default=None,
                    help="database file to read and extend (default: "
                         "$XDG_CACHE_HOME/morello/results-v11.sqlite); a read-only file is "
