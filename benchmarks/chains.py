@@ -37,38 +37,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from timers import c_timer, py_timer
 
 import morello
 from morello import Bufferize, TileOut
 from morello.memory import Level
-
-
-def _c_timer(fn, ins, out):
-    """Times ``fn`` inside C: about 20 ms of calls per batch, best of 3 batches."""
-    iters = max(1, int(0.02 / max(fn.time(*ins, iters=1, out=out), 1e-9)))
-    return lambda: min(fn.time(*ins, iters=iters, out=out) for _ in range(3))
-
-
-def _py_timer(f):
-    f()
-    n = 1
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            f()
-        if time.perf_counter() - t0 > 0.02:
-            break
-        n *= 2
-
-    def timer() -> float:
-        best = float("inf")
-        for _ in range(3):
-            t0 = time.perf_counter()
-            for _ in range(n):
-                f()
-            best = min(best, (time.perf_counter() - t0) / n)
-        return best
-    return timer
 
 
 def _softmax_rows(x):
@@ -168,17 +141,17 @@ def main() -> None:
                 ok, err = prog.verify(fn)
                 assert ok, f"{name}: does not match numpy ({err})"
                 np.testing.assert_allclose(fn(*ins), want, rtol=1e-4, atol=1e-5)
-                timers[label] = _c_timer(fn, ins, out)
+                timers[label] = c_timer(fn, ins, out)
                 costs.append(prog.cost)
-            timers["numpy"] = _py_timer(lambda f=np_fn, a=ins: f(*a))
+            timers["numpy"] = py_timer(lambda f=np_fn, a=ins: f(*a))
             if t_fn is not None:
                 tins = [torch.from_numpy(x) for x in ins]
-                timers["torch"] = _py_timer(lambda f=t_fn, a=tins: f(*a))
+                timers["torch"] = py_timer(lambda f=t_fn, a=tins: f(*a))
                 if name.startswith("attention"):
                     v, q, kt = tins
                     k = kt.transpose(-1, -2).contiguous()
                     f = torch.nn.functional.scaled_dot_product_attention
-                    timers["sdpa"] = _py_timer(lambda f=f, q=q, k=k, v=v: f(q, k, v, scale=1.0))
+                    timers["sdpa"] = py_timer(lambda f=f, q=q, k=k, v=v: f(q, k, v, scale=1.0))
             # Interleaved rounds (every contender once per round), medians over rounds:
             # a neighbour's load on this shared machine hits all of them alike.
             times: dict[str, list[float]] = {k: [] for k in timers}

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from timers import c_timer, py_timer
 
 import morello
 from morello import calibrate
@@ -30,27 +31,6 @@ from morello.memory import AVX2
 SHAPES = [(1, 16384), (128, 128), (512, 1024), (4096, 4096)]  # the last: 64 MiB
 
 
-def _py_timer(f):
-    """A timer of ``f`` through Python: about 20 ms of calls per batch, best of 3."""
-    f()
-    n = 1
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            f()
-        if time.perf_counter() - t0 > 0.02:
-            break
-        n *= 2
-
-    def timer() -> float:
-        best = float("inf")
-        for _ in range(3):
-            t0 = time.perf_counter()
-            for _ in range(n):
-                f()
-            best = min(best, (time.perf_counter() - t0) / n)
-        return best
-    return timer
 
 
 def main() -> None:
@@ -84,7 +64,6 @@ def main() -> None:
             assert ok, f"{shape}: does not match numpy ({err})"
             x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
             out = np.empty_like(x)
-            iters = max(1, int(0.02 / max(fn.time(x, iters=1, out=out), 1e-9)))
             m = np.empty((shape[0], 1), np.float32)
             s = np.empty((shape[0], 1), np.float32)
 
@@ -95,12 +74,10 @@ def main() -> None:
                 np.sum(out, axis=-1, keepdims=True, out=s)
                 np.divide(out, s, out=out)
 
-            timers = {"morello": lambda x=x, out=out, it=iters, fn=fn: min(
-                fn.time(x, iters=it, out=out) for _ in range(3)),
-                "numpy": _py_timer(numpy_softmax)}
+            timers = {"morello": c_timer(fn, [x], out), "numpy": py_timer(numpy_softmax)}
             if torch is not None:
                 tx, to = torch.from_numpy(x), torch.empty(shape)
-                timers["torch"] = _py_timer(lambda tx=tx, to=to: torch.softmax(tx, -1, out=to))
+                timers["torch"] = py_timer(lambda tx=tx, to=to: torch.softmax(tx, -1, out=to))
             times: dict[str, list[float]] = {k: [] for k in timers}
             bws = []
             for _ in range(args.rounds):  # interleaved: a neighbour's load hits all alike

@@ -537,37 +537,47 @@ def _row_stats_check(spec: Spec, target: Target, n_stats: int) -> Reason:
     return _all_f32(spec)
 
 
+def _exp_sum_loop(w, src, mx, n: int, store: str | None, fold: str, den: str) -> None:
+    """``den fold sum(exp(src - max))`` over a contiguous row of ``n``, with two vector
+    accumulators; with ``store``, each exp is also written there (a local pointer)."""
+    n16, n8 = n // 16 * 16, n // 8 * 8
+    w.line(f"const float *restrict p0 = {src.ptr(0)};")
+    w.line(f"const float m = {mx.lval()};")
+    w.line("float r = 0.0f;")
+    if n8:
+        w.line("const __m256 mv = _mm256_set1_ps(m);")
+        w.line("__m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();")
+
+        def step(acc: str, off: int | str) -> None:
+            e = f"morello_exp8_neg(_mm256_sub_ps(_mm256_loadu_ps({_at('p0', off)}), mv))"
+            if store is None:
+                w.line(f"{acc} = _mm256_add_ps({acc}, {e});")
+            else:
+                w.line(f"{{ __m256 e = {e}; _mm256_storeu_ps({_at(store, off)}, e); "
+                       f"{acc} = _mm256_add_ps({acc}, e); }}")
+        if n16 > 16:
+            with w.block(f"for (long q = 0; q < {n16}; q += 16) {{"):
+                step("acc0", "q")
+                step("acc1", "q + 8")
+        elif n16:
+            step("acc0", 0)
+            step("acc1", 8)
+        if n8 > n16:
+            step("acc0", n16)
+        w.line("r = morello_hsum8(_mm256_add_ps(acc0, acc1));")
+    if n > n8:
+        with w.block(f"for (long q = {n8}; q < {n}; q++) {{"):
+            w.line("const float e = morello_expf(p0[q] - m);")
+            if store is not None:
+                w.line(f"{store}[q] = e;")
+            w.line("r += e;")
+    w.line(f"{den} {fold} r;")
+
+
 def _exp_sum_emit(w, spec, ops, vt) -> None:
     src, mx, den = ops
-    n = src.spec.volume
-    n16, n8 = n // 16 * 16, n // 8 * 8
     with w.block("{"):
-        w.line(f"const float *restrict p0 = {src.ptr(0)};")
-        w.line(f"const float m = {mx.lval()};")
-        w.line("float r = 0.0f;")
-        if n8:
-            w.line("const __m256 mv = _mm256_set1_ps(m);")
-            w.line("__m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();")
-
-            def step(acc: str, off: int | str) -> None:
-                w.line(f"{acc} = _mm256_add_ps({acc}, morello_exp8_neg(_mm256_sub_ps("
-                       f"_mm256_loadu_ps({_at('p0', off)}), mv)));")
-            if n16 > 16:
-                with w.block(f"for (long q = 0; q < {n16}; q += 16) {{"):
-                    step("acc0", "q")
-                    step("acc1", "q + 8")
-            elif n16:
-                step("acc0", 0)
-                step("acc1", 8)
-            if n8 > n16:
-                step("acc0", n16)
-            w.line("r = morello_hsum8(_mm256_add_ps(acc0, acc1));")
-        if n - n8 == 1:
-            w.line(f"r += morello_expf(p0[{n8}] - m);")
-        elif n > n8:
-            with w.block(f"for (long q = {n8}; q < {n}; q++) {{"):
-                w.line("r += morello_expf(p0[q] - m);")
-        w.line(f"{den.lval()} += r;")
+        _exp_sum_loop(w, src, mx, src.spec.volume, None, "+=", den.lval())
 
 
 def _exp_sum_cost(s: Spec, t: Target) -> int:
@@ -628,38 +638,10 @@ def _unscaled_check(spec: Spec, target: Target) -> Reason:
 
 def _unscaled_emit(w, spec, ops, vt, accumulate: bool = False) -> None:
     src, mx, dst, den = ops
-    n = spec.volume
-    n16, n8 = n // 16 * 16, n // 8 * 8
     with w.block("{"):
-        w.line(f"const float *restrict p0 = {src.ptr(0)};")
         w.line(f"float *restrict p2 = {dst.ptr(0)};")
-        w.line(f"const float m = {mx.lval()};")
-        w.line("float r = 0.0f;")
-        if n8:
-            w.line("const __m256 mv = _mm256_set1_ps(m);")
-            w.line("__m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();")
-
-            def step(acc: str, off: int | str) -> None:
-                w.line(f"{{ __m256 e = morello_exp8_neg(_mm256_sub_ps("
-                       f"_mm256_loadu_ps({_at('p0', off)}), mv)); "
-                       f"_mm256_storeu_ps({_at('p2', off)}, e); "
-                       f"{acc} = _mm256_add_ps({acc}, e); }}")
-            if n16 > 16:
-                with w.block(f"for (long q = 0; q < {n16}; q += 16) {{"):
-                    step("acc0", "q")
-                    step("acc1", "q + 8")
-            elif n16:
-                step("acc0", 0)
-                step("acc1", 8)
-            if n8 > n16:
-                step("acc0", n16)
-            w.line("r = morello_hsum8(_mm256_add_ps(acc0, acc1));")
-        if n > n8:
-            with w.block(f"for (long q = {n8}; q < {n}; q++) {{"):
-                w.line("float e = morello_expf(p0[q] - m);")
-                w.line("p2[q] = e;")
-                w.line("r += e;")
-        w.line(f"{den.lval()} {'+=' if accumulate else '='} r;")
+        _exp_sum_loop(w, src, mx, spec.volume, "p2", "+=" if accumulate else "=",
+                      den.lval())
 
 
 def _unscaled_accum_emit(w, spec, ops, vt) -> None:

@@ -18,16 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from morello import compose, layouts
+from morello import compose
 from morello.cost import own_units
 from morello.memory import Level, Target
 from morello.nodes import NEW, Block
-from morello.rewrites.base import Expansion
+from morello.rewrites.base import BUFFER_LEVELS, Expansion, allocate, new_buffer
 from morello.specs import Spec, operand_shapes
-from morello.tensorspec import fresh
-
-# Where an intermediate may live, in the order the search enumerates them.
-BUFFER_LEVELS = (Level.GL, Level.L1, Level.RF)
 
 
 def _part(spec: Spec, lo: int, hi: int, ops, limits) -> Spec:
@@ -53,19 +49,14 @@ class Bufferize:
         c = ch.components[self.index]
         shape = operand_shapes(c.kind, ch.component_shape(self.index, spec.shape),
                                c.params)[0]
-        if self.level is Level.RF and any(s != 1 for s in shape):
-            return None  # scalar registers hold one value per buffer here
-        dtype = spec.operands[-1].dtype
-        return fresh(shape, dtype, self.level, layouts.row_major(len(shape)))
+        return new_buffer(shape, spec.operands[-1].dtype, self.level)
 
     def expand(self, spec: Spec, target: Target) -> Expansion | None:
         new = self.buffer(spec)
-        if new is None:
+        fits = None if new is None else allocate(spec, new, target)
+        if fits is None:
             return None
-        units = 0 if self.level is Level.GL else new.units(target)
-        limits = spec.limits.subtract(self.level, units)
-        if limits is None:
-            return None
+        units, limits = fits
         ch = spec.kind
         assert isinstance(ch, compose.Chain)
         inner_steps, outer_steps = compose.split_steps(ch, self.index, NEW)

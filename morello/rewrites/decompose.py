@@ -32,13 +32,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from morello import layouts
 from morello.cost import own_units
-from morello.memory import Level, MemoryLimits, Target
+from morello.memory import Level, Target
 from morello.nodes import NEW, Block
-from morello.rewrites.base import Expansion
+from morello.rewrites.base import BUFFER_LEVELS, Expansion, allocate, new_buffer
 from morello.specs import PrimKind, Spec, operand_shapes
-from morello.tensorspec import fresh
 
 # kind -> its decompositions, each a tuple of steps: (kind of the step, its operands as
 # indices into the Spec's operands, or NEW for the buffer[, its parameters]). A step
@@ -74,8 +72,6 @@ DECOMPOSITIONS: dict[PrimKind, tuple[tuple[tuple, ...], ...]] = {
     ),
 }
 
-# Where the intermediate may live, in the order the search enumerates them.
-BUFFER_LEVELS = (Level.GL, Level.L1, Level.RF)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,28 +96,23 @@ class Decompose:
         (dim,) = spec.params[:1]
         src = spec.operands[0]
         shape = tuple(1 if d == dim else s for d, s in enumerate(src.shape))
-        if self.level is Level.RF and len(shape) and any(s != 1 for s in shape):
-            return None  # scalar registers hold one value per buffer here
-        return fresh(shape, src.dtype, self.level, layouts.row_major(len(shape)))
+        return new_buffer(shape, src.dtype, self.level)
 
     def expand(self, spec: Spec, target: Target) -> Expansion | None:
         steps = self.steps(spec)
         if steps is None:
             return None
         new = None
-        units = 0
-        limits: MemoryLimits | None = spec.limits
+        units, limits = 0, spec.limits
         if not self.allocates(spec):
             if self.level is not BUFFER_LEVELS[0]:
                 return None  # one action, not one per level
         else:
             new = self.buffer(spec)
-            if new is None:
+            fits = None if new is None else allocate(spec, new, target)
+            if fits is None:
                 return None
-            units = 0 if self.level is Level.GL else new.units(target)
-            limits = spec.limits.subtract(self.level, units)
-        if limits is None:
-            return None
+            units, limits = fits
         children = []
         for step in steps:
             kind, args = step[0], step[1]

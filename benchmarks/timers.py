@@ -1,0 +1,34 @@
+"""Timers shared by the benchmark scripts (interleaved rounds call them in turn)."""
+from __future__ import annotations
+
+import time
+
+
+def py_timer(f):
+    """A timer of ``f`` called through Python: calibrates a batch of about 20 ms, then
+    each call of the timer returns the best of 3 batches, in seconds per call."""
+    f()
+    n = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            f()
+        if time.perf_counter() - t0 > 0.02:
+            break
+        n *= 2
+
+    def timer() -> float:
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                f()
+            best = min(best, (time.perf_counter() - t0) / n)
+        return best
+    return timer
+
+
+def c_timer(fn, ins, out):
+    """The same for a compiled morello program, timed inside C."""
+    iters = max(1, int(0.02 / max(fn.time(*ins, iters=1, out=out), 1e-9)))
+    return lambda: min(fn.time(*ins, iters=iters, out=out) for _ in range(3))
