@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from morello.errors import BuildError
+from morello.dtypes import Dtype, accepts
 
 CFLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared")
 
@@ -100,10 +101,12 @@ class CompiledProgram:
 
     def _check(self, i: int, a: np.ndarray) -> None:
         want = self.dtypes[i]
-        if a.dtype != want:
+        if not accepts(want, a.dtype):
             order = " (byte-swapped)" if a.dtype.newbyteorder() == want else ""
-            raise ValueError(f"{self.names[i]} has dtype {a.dtype}{order}, expected {want} "
-                             f"(convert with .astype(numpy.{want}))")
+            mod = "ml_dtypes" if want == Dtype.BF16.np else "numpy"
+            also = " or its uint16 view" if want == Dtype.BF16.np else ""
+            raise ValueError(f"{self.names[i]} has dtype {a.dtype}{order}, expected {want}"
+                             f"{also} (convert with .astype({mod}.{want}))")
         shape = self.shapes[i]
         if not (a.shape == shape or (len(shape) > 1 and shape[0] == 1
                                      and a.shape == shape[1:])):

@@ -114,6 +114,14 @@ class OperandView:
     def ptr(self, off: int | str) -> str:
         return f"&{self.ref.buffer.name}[{_plus(self._offset(), off)}]"
 
+    def ptr_at(self, coord: tuple[int, ...]) -> str:
+        """C pointer to the element at ``coord`` (tile coordinates) of a tensor in memory."""
+        ref = self.ref
+        for d, c in enumerate(coord):
+            if c:
+                ref = ref.shifted(d, c)
+        return OperandView(ref, self.spec).ptr(0)
+
     def vec(self, j: int) -> str:
         b = self.ref.buffer
         off = self._offset()

@@ -18,12 +18,12 @@ import numpy as np
 from morello import db as dbmod
 from morello import layouts, limits
 from morello.cost import MAX_COST
-from morello.dtypes import SUPPORTED, Dtype, parse_dtype
+from morello.dtypes import Dtype, parse_dtype
 from morello.errors import DatabaseError, MorelloError, SpecError
 from morello.impl import Impl, reconstruct, replay
 from morello.memory import Level, Target, parse_target
 from morello.search import Engine, SearchStats
-from morello.specs import PrimKind, Spec, operand_shapes
+from morello.specs import PrimKind, Spec, check_dtypes, operand_shapes
 from morello.tensorspec import TensorSpec, fresh
 from morello.verify import compare
 
@@ -39,20 +39,38 @@ def _short_repr(v) -> str:
     return r if len(r) <= 60 else r[:57] + "..."
 
 
+def _dtypes(kind: PrimKind, dtype, dtypes) -> tuple[Dtype, ...]:
+    """Per-operand dtypes: ``dtypes`` (one per operand, in operand order) if given, else
+    ``dtype`` for every operand."""
+    names = kind.info.operands
+    if dtypes is None:
+        return (parse_dtype(dtype),) * len(names)
+    if isinstance(dtypes, str):
+        dtypes = [d.strip() for d in dtypes.split(",")]
+    if not isinstance(dtypes, (tuple, list)) or len(dtypes) != len(names):
+        raise SpecError(f"{kind.title} takes {len(names)} dtypes ({', '.join(names)}), "
+                        f"got {_short_repr(dtypes)}")
+    return tuple(parse_dtype(d) for d in dtypes)
+
+
 def _spec(kind: PrimKind, shape: tuple[int, ...], params: tuple, dtype, serial: bool,
-          target) -> Spec:
+          target, dtypes=None) -> Spec:
     """A Spec of ``kind`` over row-major operands in main memory."""
-    dt = parse_dtype(dtype)
-    if dt not in SUPPORTED:
-        raise SpecError(f"dtype {dt} is not supported yet for {kind.title} (supported: "
-                        f"{', '.join(d.short for d in SUPPORTED)})")
+    dts = _dtypes(kind, dtype, dtypes)
+    reason = check_dtypes(kind, dts)
+    if reason:
+        hint = ("; mixed dtypes take one per operand: dtypes=(...) or --dtypes, e.g. "
+                "f32,bf16,f32" if dtypes is None and kind is PrimKind.MATMUL else "")
+        raise SpecError(reason + hint)
+    if kind is PrimKind.FILL and not dts[0].is_float and params[0] != 0:
+        raise SpecError(f"an integer tensor ({dts[0]}) can only be filled with 0")
     tgt = _target(target)
     reason = kind.info.check_params(len(shape), params)
     if reason:
         raise SpecError(reason)
     limits.check_points(kind.title, shape)
     ops = tuple(fresh(s, dt, Level.GL, layouts.row_major(len(s)))
-                for s in operand_shapes(kind, shape, params))
+                for s, dt in zip(operand_shapes(kind, shape, params), dts))
     return Spec(kind, shape, ops, serial, tgt.max_limits(), params)
 
 
@@ -83,14 +101,27 @@ def _dim(dim, rank: int) -> int:
 
 
 def matmul(m: int, k: int, n: int, *, batch: int = 1, dtype: str | Dtype = "f32",
-           serial: bool = True, target: str | Target = "avx2") -> Spec:
-    """The Spec of ``out[b] = lhs[b] @ rhs[b]`` with row-major operands in main memory.
+           dtypes=None, rhs_layout: str = "rm", serial: bool = True,
+           target: str | Target = "avx2") -> Spec:
+    """The Spec of ``out[b] = lhs[b] @ rhs[b]`` with operands in main memory.
 
     ``lhs`` is ``batch×m×k``, ``rhs`` is ``batch×k×n``, ``out`` is ``batch×m×n``.
+    ``dtypes``: one per operand, e.g. ``("f32", "bf16", "f32")`` (bf16 weights) or
+    ``("u8", "s8", "s32")``; inputs must widen exactly into the output's dtype (f32 or
+    s32). ``rhs_layout="cm"`` stores rhs column-major: the callable takes ``W.T`` of a
+    row-major ``W[n×k]`` without a copy (gemma's orientation of a matvec).
     ``serial=False`` lets the search use parallel loops.
     """
     shape = (_size("batch", batch), _size("m", m), _size("k", k), _size("n", n))
-    return _spec(PrimKind.MATMUL, shape, (), dtype, serial, target)
+    spec = _spec(PrimKind.MATMUL, shape, (), dtype, serial, target, dtypes)
+    if rhs_layout == "cm":
+        rhs = spec.operands[1]
+        spec = spec.with_operand(1, fresh(rhs.shape, rhs.dtype, rhs.level,
+                                          layouts.col_major(len(rhs.shape)))).canonical()
+    elif rhs_layout != "rm":
+        raise SpecError(f"rhs_layout must be 'rm' (row-major) or 'cm' (column-major), "
+                        f"got {_short_repr(rhs_layout)}")
+    return spec
 
 
 def _elementwise(kind: PrimKind):
@@ -466,11 +497,10 @@ class Program:
                                [_memory_order(o, self.spec) for o in ops[:-1]])
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
-        """Inputs in [-1, 1), one per operand before the output."""
+        """Inputs, one per operand before the output (``random_array``)."""
         limits.check_runnable(self.memory_to_run(), self.spec.logical_str())
         rng = np.random.default_rng(seed)
-        return [rng.uniform(-1, 1, size=o.shape).astype(o.dtype.np)
-                for o in self.spec.operands[:-1]]
+        return [random_array(rng, o.shape, o.dtype) for o in self.spec.operands[:-1]]
 
     def reference(self, *inputs) -> np.ndarray:
         """What the program computes, by numpy (the kind's reference)."""
@@ -485,6 +515,17 @@ class Program:
         ins = self.random_inputs(seed)
         out = fn(*ins)
         return compare(self.spec, out, self.reference(*ins))
+
+
+def random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: Dtype) -> np.ndarray:
+    """Floats uniform in [-1, 1) (rounded to bf16 for bf16); integers uniform over the
+    whole range of an 8-bit dtype, and over [-256, 256) for s16 and s32 (so that a matmul's
+    int32 sums cannot overflow below k = 2^15)."""
+    if dtype.is_float:
+        return rng.uniform(-1, 1, size=shape).astype(np.float32).astype(dtype.np)
+    info = np.iinfo(dtype.np)
+    lo, hi = (info.min, info.max + 1) if dtype.size == 1 else (-256, 256)
+    return rng.integers(lo, hi, size=shape).astype(dtype.np)
 
 
 def _memory_order(t, spec: Spec) -> tuple[int, ...] | None:

@@ -41,6 +41,10 @@ examples:
   morello bench softmax 128 1024         row softmax (decomposed by the search)
   morello bench attention 128 64         the attention chain (fused by the search)
   morello run chain 'matmul 64 32 64 | relu'   a matmul with its relu fused
+  morello bench matmul 1 2048 16384 --dtypes f32,bf16,f32   x @ W, bf16 weights W
+  morello bench matmul 1 2048 16384 --dtypes f32,bf16,f32 --rhs-layout cm
+                                         the same with W stored 16384x2048 (gemma.cpp)
+  morello run matmul 64 64 64 --dtypes u8,s8,s32     an exact integer matmul
   morello db stats                       what the database holds
   morello db check                       verify every page of the database
   morello db merge a.sqlite b.sqlite -o all.sqlite   combine databases
@@ -90,7 +94,16 @@ def _add_spec_args(p: argparse.ArgumentParser) -> None:
                         "(default: the last)")
     p.add_argument("--value", type=_float, default=0.0, metavar="V",
                    help="fill only: the value, 0 or -inf (write --value=-inf; default 0)")
-    p.add_argument("--dtype", default="f32", help="element type (default f32)")
+    p.add_argument("--dtype", default="f32",
+                   help="element type of every operand: f32 (default), bf16, u8, s8, s16, "
+                        "s32")
+    p.add_argument("--dtypes", default=None, metavar="D,D,D",
+                   help="matmul only: one dtype per operand (lhs,rhs,out), e.g. f32,bf16,f32 "
+                        "(bf16 weights) or u8,s8,s32; inputs must widen exactly into the "
+                        "output's dtype")
+    p.add_argument("--rhs-layout", default="rm", choices=("rm", "cm"),
+                   help="matmul only: rhs row-major (rm, default) or column-major (cm: "
+                        "the rows of a W[N x K] dotted with lhs, gemma's matvec)")
     p.add_argument("--target", default="avx2",
                    help="target ISA: avx2 (default) or avx512 (16-lane register tiles; "
                         "run and bench need a CPU with avx512f)")
@@ -212,9 +225,12 @@ def _spec(args):
     if op == "matmul":
         if len(args.sizes) != 3:
             raise MorelloError(f"matmul takes three sizes M K N, got {len(args.sizes)}")
-        return make(*args.sizes, batch=args.batch, **kw)
+        return make(*args.sizes, batch=args.batch, dtypes=args.dtypes,
+                    rhs_layout=args.rhs_layout, **kw)
     if args.batch != 1:
         raise MorelloError("--batch is for matmul only")
+    if args.dtypes is not None or args.rhs_layout != "rm":
+        raise MorelloError("--dtypes and --rhs-layout are for matmul only")
     if "dim" in params:
         if args.dim is None and op in ("softmax", "bias"):
             args.dim = -1 if op == "softmax" else -2
@@ -248,7 +264,8 @@ def _chain_spec(args):
     """``attention SEQ DIM`` or ``chain 'STEP | STEP ...'`` as a Compose Spec."""
     import morello
 
-    for flag, default in (("batch", 1), ("dim", None), ("value", 0.0)):
+    for flag, default in (("batch", 1), ("dim", None), ("value", 0.0), ("dtypes", None),
+                          ("rhs_layout", "rm")):
         if getattr(args, flag) != default:
             raise MorelloError(f"--{flag} is not a parameter of {args.op}")
     kw = dict(dtype=args.dtype, target=args.target, serial=args.threads == 1)

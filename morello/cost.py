@@ -52,6 +52,23 @@ def move_cost(t: TensorSpec, target: Target) -> int:
     return c if t.contiguous else target.costs.strided_factor * c
 
 
+def stream_cost(t: TensorSpec, target: Target, streams: int) -> int:
+    """``move_cost`` of ``t`` when a kernel reads it from main memory as ``streams``
+    runs side by side (a matvec's weight rows): one stream does not reach the memory's
+    bandwidth, several do. A line costs ``gl_line`` for one stream, ``gl_line_parallel``
+    for the target's ``prefetch_streams`` or more, ``gl_line_parallel + (gl_line -
+    gl_line_parallel) / s`` for ``s`` (both measured by ``morello calibrate``). Only for
+    kernels that read such streams themselves: loops over tiles keep ``move_cost`` (a
+    read-and-write stream such as a relu measured no faster for it).
+    """
+    if t.level is not Level.GL:
+        return move_cost(t, target)
+    k = target.costs
+    s = max(1, min(streams, target.prefetch_streams))
+    line = k.gl_line_parallel + (k.gl_line - k.gl_line_parallel) // s
+    return line * t.units(target) + k.gl_run * max(t.blocks, streams)
+
+
 def combine(const: int, coefs, own, children: list[Cost]) -> Cost:
     main = const
     for c, ch in zip(coefs, children):

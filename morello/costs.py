@@ -35,7 +35,8 @@ class CostConstants:
 
     l1_line: int          # touch one 64-byte line in L1 (two vector loads)
     l2_line: int          # touch one line in L2
-    gl_line: int          # touch one line of main memory, streamed
+    gl_line: int          # touch one line of main memory, streamed (one stream)
+    gl_line_parallel: int  # the same, read as one of target.prefetch_streams runs at once
     gl_run: int           # start a new contiguous run in main memory (prefetch lost)
     strided_factor: int   # L1 lines of a non-contiguous tensor cost this many times more
     fma: int              # one vector FMA inside a register tile (BroadcastVecMultAdd)
@@ -56,6 +57,10 @@ class CostConstants:
     @staticmethod
     def from_json(d: dict) -> CostConstants:
         names = [f.name for f in fields(CostConstants)]
+        if "gl_line_parallel" not in d and isinstance(d.get("gl_line"), int):
+            # Calibrations before the stream term: lines cost the same however many
+            # runs are read at once (the model they were searched under).
+            d = {**d, "gl_line_parallel": d["gl_line"]}
         missing = [n for n in names if n not in d]
         if missing:
             raise MorelloError(f"calibration lacks constants: {', '.join(missing)}")
@@ -66,6 +71,8 @@ class CostConstants:
                 raise MorelloError(f"calibration constant {n} must be an integer >= 0, "
                                    f"got {v!r}")
             vals[n] = v
+        if vals["gl_line_parallel"] > vals["gl_line"]:
+            raise MorelloError("calibration constant gl_line_parallel must be <= gl_line")
         if vals["strided_factor"] < 1 or vals["fma"] < 1:
             raise MorelloError("calibration constants fma and strided_factor must be >= 1")
         return CostConstants(**vals)

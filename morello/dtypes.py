@@ -1,9 +1,19 @@
-"""Element types. f32 is synthesized today; the others are declared for the bf16 and
-u8×s8→s16 paths so coordinates and the text form are stable when they arrive."""
+"""Element types: f32 and bf16 floats, u8, s8, s16, s32 integers.
+
+Operands of one Spec may differ in dtype (bf16 weights, f32 activations and output). A
+Spec *computes* in its output's dtype (``compute_dtype``): every input must widen into it
+exactly (``widens``: bf16 → f32, u8/s8 → s16 → s32), and a Move may widen on the way
+(``morello.rewrites.move``). So a bf16×f32 matmul is an f32 matmul of exactly widened
+inputs, and a u8×s8 → s32 matmul is exact integer arithmetic (numpy's, in int32).
+
+numpy interop: bf16 arrays are ``ml_dtypes.bfloat16``; the compiled callables also take
+``uint16`` views of bf16 data (``accepts``).
+"""
 from __future__ import annotations
 
 import enum
 
+import ml_dtypes
 import numpy as np
 
 
@@ -11,10 +21,10 @@ class Dtype(enum.Enum):
     """An element type: its short name, size in bytes, C type and numpy type."""
 
     U8 = ("u8", 1, "uint8_t", "uint8")
-    I8 = ("i8", 1, "int8_t", "int8")
-    I16 = ("i16", 2, "int16_t", "int16")
-    I32 = ("i32", 4, "int32_t", "int32")
-    BF16 = ("bf16", 2, "uint16_t", "uint16")
+    S8 = ("s8", 1, "int8_t", "int8")
+    S16 = ("s16", 2, "int16_t", "int16")
+    S32 = ("s32", 4, "int32_t", "int32")
+    BF16 = ("bf16", 2, "uint16_t", "bfloat16")
     F32 = ("f32", 4, "float", "float32")
 
     def __init__(self, short: str, size: int, c_type: str, np_name: str) -> None:
@@ -25,38 +35,76 @@ class Dtype(enum.Enum):
 
     @property
     def np(self) -> np.dtype:
-        return np.dtype(self.np_name)
+        return _NUMPY[self.np_name]
 
     @property
     def code(self) -> int:
-        """Stable integer id used in coordinates."""
+        """Stable integer id used in coordinates (the declaration order)."""
         return _CODES[self]
+
+    @property
+    def is_float(self) -> bool:
+        return self in (Dtype.F32, Dtype.BF16)
 
     def __str__(self) -> str:
         return self.short
 
 
+_NUMPY = {"uint8": np.dtype(np.uint8), "int8": np.dtype(np.int8),
+          "int16": np.dtype(np.int16), "int32": np.dtype(np.int32),
+          "bfloat16": np.dtype(ml_dtypes.bfloat16), "float32": np.dtype(np.float32)}
 _CODES = {d: i for i, d in enumerate(Dtype)}
 BY_NAME = {d.short: d for d in Dtype}
-SUPPORTED = (Dtype.F32,)
+# Other spellings: numpy's names and the i-prefixed integer names.
+ALIASES = {"i8": Dtype.S8, "i16": Dtype.S16, "i32": Dtype.S32, "int8": Dtype.S8,
+           "int16": Dtype.S16, "int32": Dtype.S32, "uint8": Dtype.U8,
+           "float32": Dtype.F32, "bfloat16": Dtype.BF16}
+SUPPORTED = tuple(Dtype)
+
+# What each dtype widens into exactly (itself excluded).
+_WIDER: dict[Dtype, tuple[Dtype, ...]] = {
+    Dtype.BF16: (Dtype.F32,),
+    Dtype.U8: (Dtype.S16, Dtype.S32),
+    Dtype.S8: (Dtype.S16, Dtype.S32),
+    Dtype.S16: (Dtype.S32,),
+    Dtype.F32: (),
+    Dtype.S32: (),
+}
+
+
+def widens(src: Dtype, dst: Dtype) -> bool:
+    """Whether every value of ``src`` is exactly a value of ``dst`` (or they are equal)."""
+    return src is dst or dst in _WIDER[src]
+
+
+def wider(src: Dtype) -> tuple[Dtype, ...]:
+    """The dtypes ``src`` widens into, narrowest first."""
+    return _WIDER[src]
+
+
+def accepts(want: np.dtype, got: np.dtype) -> bool:
+    """Whether an array of dtype ``got`` may stand for an operand of dtype ``want``: the
+    same dtype, or a uint16 view for bf16."""
+    return got == want or (want == Dtype.BF16.np and got == np.dtype(np.uint16))
 
 
 def parse_dtype(name) -> Dtype:
-    """A dtype from its short name (``"f32"``), a numpy dtype or type (``np.float32``,
-    ``"float32"``) or a Dtype."""
+    """A dtype from its short name (``"f32"``, ``"bf16"``, ``"s8"``; ``"i8"`` too), a
+    numpy dtype or type (``np.float32``, ``ml_dtypes.bfloat16``) or a Dtype."""
     from morello.errors import SpecError
 
     if isinstance(name, Dtype):
         return name
-    if isinstance(name, str) and name in BY_NAME:
-        return BY_NAME[name]
+    if isinstance(name, str) and (name in BY_NAME or name in ALIASES):
+        return BY_NAME.get(name) or ALIASES[name]
     try:
         npd = np.dtype(name)
     except (TypeError, ValueError, SyntaxError):
         npd = None
-    found = _BY_NUMPY.get(npd.str) if npd is not None and npd.isnative else None
+    found = _BY_NUMPY.get(npd) if npd is not None and npd.isnative else None
     if found is None and npd is not None:
-        raise SpecError(f"dtype {npd} is not one of morello's: {', '.join(BY_NAME)}")
+        hint = " (bf16 arrays are ml_dtypes.bfloat16)" if npd == np.uint16 else ""
+        raise SpecError(f"dtype {npd} is not one of morello's: {', '.join(BY_NAME)}{hint}")
     if found is None:
         shown = repr(name) if len(repr(name)) <= 40 else repr(name)[:37] + "..."
         raise SpecError(f"unknown dtype {shown}; known: {', '.join(BY_NAME)} (or their "
@@ -64,5 +112,4 @@ def parse_dtype(name) -> Dtype:
     return found
 
 
-# numpy dtypes -> Dtype; bf16 has no numpy type of its own (uint16 means u16, not bf16).
-_BY_NUMPY = {np.dtype(d.np_name).str: d for d in Dtype if d is not Dtype.BF16}
+_BY_NUMPY = {d.np: d for d in Dtype}

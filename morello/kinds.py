@@ -61,6 +61,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from morello.dtypes import Dtype, widens
+
 if TYPE_CHECKING:
     from morello.compose import Chain
 
@@ -131,6 +133,8 @@ class KindInfo:
     - ``row_dim``: the output dim that also takes the target's row-only tile sizes.
     - ``scan``: the Spec dim ``params[0]`` may not be tiled (the output along it depends
       on all of it); such kinds are expanded by the Python rewrites, not the native core.
+    - ``computes``: the dtypes its output may have (the dtype it computes in); every
+      input must widen into it exactly (``check_dtypes``).
     - ``reference(params, inputs, out)``: numpy semantics, written into the output
       array ``out`` (which an accumulating kind reads first) and returned; fast numpy
       (``out=``), so that benchmarks time numpy with it too.
@@ -155,6 +159,7 @@ class KindInfo:
     l2_views: tuple[int, ...] = ()
     row_dim: int | None = None
     scan: bool = False
+    computes: tuple[Dtype, ...] = (Dtype.F32,)
     doc: str = ""
 
     @property
@@ -184,6 +189,26 @@ class KindInfo:
 
 
 FILL_VALUES = (0.0, -math.inf)
+ANY_DTYPE = tuple(Dtype)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def check_dtypes(kind: PrimKind | Chain, dtypes: tuple[Dtype, ...]) -> str | None:
+    """Why operands of these dtypes are invalid for ``kind`` (None: they are valid): the
+    output's dtype must be one the kind computes in, every written operand has it, and
+    every input widens into it exactly."""
+    info = kind.info
+    out = dtypes[info.output]
+    if out not in info.computes:
+        return (f"{info.title} computes in {'/'.join(d.short for d in info.computes)}, "
+                f"not {out}")
+    for i, d in enumerate(dtypes):
+        if i in info.writes and d is not out:
+            return f"{info.title}: written operands must all be {out}, {info.operands[i]} is {d}"
+        if not widens(d, out):
+            return (f"{info.title}: {info.operands[i]} of dtype {d} does not widen exactly "
+                    f"into the output's {out}")
+    return None
 
 
 def _same(n_ops: int) -> Callable[[int, Params], OperandMap]:
@@ -306,12 +331,17 @@ def _add_broadcast_ref(params, ins, out):
     return np.add(ins[0], ins[1], out=out)
 
 
+def _widened(out: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """``a`` in the output's dtype (exact: inputs widen into it, ``check_dtypes``)."""
+    return a if a.dtype == out.dtype else a.astype(out.dtype)
+
+
 def _matmul_ref(params, ins, out):
-    return np.matmul(ins[0], ins[1], out=out)
+    return np.matmul(_widened(out, ins[0]), _widened(out, ins[1]), out=out)
 
 
 def _matmul_accum_ref(params, ins, out):
-    out += np.matmul(ins[0], ins[1])
+    out += np.matmul(_widened(out, ins[0]), _widened(out, ins[1]))
     return out
 
 
@@ -328,7 +358,7 @@ def _reduce_accum_ref(fn, fold):
 
 
 def _copy_ref(params, ins, out):
-    np.copyto(out, ins[0])  # numpy broadcasting repeats a kept dim of extent 1
+    np.copyto(out, _widened(out, ins[0]))  # numpy broadcasting repeats a kept dim of extent 1
     return out
 
 
@@ -342,17 +372,18 @@ KINDS: dict[PrimKind, KindInfo] = {
         "Matmul", (), ("lhs", "rhs", "out"), (0, 1), (2,), (4, 4), _matmul_map,
         "Matmul", 1, _matmul_ref, flops_per_point=2, accum=PrimKind.MATMUL_ACCUM,
         init=0.0, staging="full", vrf_operands=(1, 2), row_dim=1,
-        doc="out = lhs @ rhs (batched)"),
+        computes=(Dtype.F32, Dtype.S32), doc="out = lhs @ rhs (batched)"),
     PrimKind.MATMUL_ACCUM: KindInfo(
         "MatmulAccum", (), ("lhs", "rhs", "out"), (0, 1, 2), (2,), (4, 4), _matmul_map,
         "Matmul", 0, _matmul_accum_ref, flops_per_point=2, accumulates=True, staging="full",
-        vrf_operands=(1, 2), l2_views=(0,), row_dim=1, doc="out += lhs @ rhs"),
+        vrf_operands=(1, 2), l2_views=(0,), row_dim=1, computes=(Dtype.F32, Dtype.S32),
+        doc="out += lhs @ rhs"),
     PrimKind.MOVE: KindInfo(
         "Move", (), ("src", "dst"), (0,), (1,), (1, MAX_RANK), _same(2), "Move", None,
-        _copy_ref, doc="dst = src"),
+        _copy_ref, computes=ANY_DTYPE, doc="dst = src (widened, if dst is wider)"),
     PrimKind.FILL: KindInfo(
         "Fill", ("value",), ("dst",), (), (0,), (1, MAX_RANK), _same(1), "Fill", None,
-        _fill_ref, doc="dst = value"),
+        _fill_ref, computes=ANY_DTYPE, doc="dst = value"),
     PrimKind.ADD: KindInfo(
         "Add", (), ("lhs", "rhs", "out"), (0, 1), (2,), (1, MAX_RANK), _same(3), "Add", None,
         lambda p, ins, out: np.add(ins[0], ins[1], out=out), flops_per_point=1,

@@ -14,6 +14,7 @@ from morello.errors import SpecError
 from morello.kinds import (
     KINDS,
     PrimKind,
+    check_dtypes,
     operand_dim,
     operand_shapes,
     output_dims,
@@ -84,6 +85,9 @@ class Spec:
                 raise SpecError(
                     f"operand {i} of {info.title} has shape {o.shape}, expected {s}"
                 )
+        reason = check_dtypes(self.kind, tuple(o.dtype for o in self.operands))
+        if reason:
+            raise SpecError(reason)
 
     @property
     def info(self):

@@ -12,7 +12,8 @@ from morello.costs import CostConstants
 from morello.errors import MorelloError
 from morello.memory import AVX2, parse_target
 
-NS = {"fma": 0.2, "l1_line": 0.4, "l2_line": 1.0, "gl_line": 6.0, "gl_line_strided": 24.0,
+NS = {"fma": 0.2, "l1_line": 0.4, "l2_line": 1.0, "gl_line": 6.0, "gl_line_parallel": 4.0,
+      "gl_line_strided": 24.0,
       "vector_move": 0.35, "broadcast": 0.4, "tile_4x16_step": 2.4, "tile_6x16_step": 3.0,
       "scalar_madd": 1.6, "hsum": 8.0, "parallel_setup": 2000.0, "parallel_iter": 0.6}
 
@@ -21,7 +22,7 @@ def test_fit_converts_nanoseconds_to_fma_units():
     c = fit(NS)
     # One unit is a quarter of the 0.2 ns FMA: 0.05 ns.
     assert c == CostConstants(
-        l1_line=8, l2_line=20, gl_line=120, gl_run=360, strided_factor=4, fma=4,
+        l1_line=8, l2_line=20, gl_line=120, gl_line_parallel=80, gl_run=360, strided_factor=4, fma=4,
         broadcast=8, vector_move=7,
         scalar_op=32 - 3 * 8, hsum=160, parallel_setup=40_000, parallel_iter=12)
 
@@ -50,6 +51,15 @@ def test_bad_calibration_files_are_refused(tmp_path, doc, words):
     path.write_text(doc)
     with pytest.raises(MorelloError, match=words):
         costs.load(path, "avx2")
+
+
+def test_calibration_without_the_stream_term_prices_every_line_alike():
+    d = fit(NS).to_json()
+    del d["gl_line_parallel"]
+    c = CostConstants.from_json(d)
+    assert c.gl_line_parallel == c.gl_line == 120
+    with pytest.raises(MorelloError, match="gl_line_parallel"):
+        CostConstants.from_json(fit(NS).to_json() | {"gl_line_parallel": 121})
 
 
 def test_negative_constant_is_refused(tmp_path):

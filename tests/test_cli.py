@@ -98,7 +98,11 @@ def test_unknown_dtype_is_refused(db):
 
 def test_unsupported_dtype_is_refused(db):
     assert_one_line_error(morello("synth", "matmul", "2", "2", "2", "--dtype", "bf16",
-                                  tmp_db=db), "not supported")
+                                  tmp_db=db), "computes in f32/s32", "--dtypes")
+    assert_one_line_error(morello("synth", "matmul", "2", "2", "2", "--dtypes", "f32,s8,s32",
+                                  tmp_db=db), "does not widen")
+    assert_one_line_error(morello("synth", "add", "2", "--dtypes", "f32,f32,f32",
+                                  tmp_db=db), "matmul only")
 
 
 def test_unknown_target_is_refused(db):

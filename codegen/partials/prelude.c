@@ -17,6 +17,26 @@
 MORELLO_HREDUCE8(morello_hsum8, _mm_add_ps, _mm_add_ss)
 MORELLO_HREDUCE8(morello_hmax8, _mm_max_ps, _mm_max_ss)
 
+/* bf16 -> f32 widening: a bf16 is the top half of an f32, so zero-extend to 32 bits and
+ * shift left by 16 (exact). */
+static inline float morello_bf16_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static inline __m128 morello_bf16x4(const uint16_t *p) {
+    return _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)p)), 16));
+}
+static inline __m256 morello_bf16x8(const uint16_t *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+#ifdef __AVX512F__
+static inline __m512 morello_bf16x16(const uint16_t *p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+#endif
+
 /* What kernel() returns when a buffer could not be allocated. */
 #define MORELLO_ENOMEM 1
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from morello.cost import move_cost
+from morello.cost import move_cost, stream_cost
 from morello.dtypes import Dtype
 from morello.kernels.base import Kernel, KernelTable, Reason, VecType
 from morello.memory import Level, Target
@@ -56,9 +56,9 @@ VECTOR_TYPES = (
             "_mm256_setzero_si256"),
     VecType(Dtype.U8, 32, "__m256i", "_mm256_loadu_si256", "_mm256_storeu_si256",
             "_mm256_setzero_si256"),
-    VecType(Dtype.I16, 16, "__m256i", "_mm256_loadu_si256", "_mm256_storeu_si256",
+    VecType(Dtype.S16, 16, "__m256i", "_mm256_loadu_si256", "_mm256_storeu_si256",
             "_mm256_setzero_si256", add="_mm256_add_epi16"),
-    VecType(Dtype.I32, 8, "__m256i", "_mm256_loadu_si256", "_mm256_storeu_si256",
+    VecType(Dtype.S32, 8, "__m256i", "_mm256_loadu_si256", "_mm256_storeu_si256",
             "_mm256_setzero_si256", add="_mm256_add_epi32", max="_mm256_max_epi32"),
 )
 
@@ -104,34 +104,74 @@ def _bvma_emit(w, spec, ops, vt) -> None:
 def _dot_check(spec: Spec, target: Target) -> Reason:
     lhs, rhs, out = spec.operands
     b, m, k, n = spec.shape
-    if (b, m, n) != (1, 1, 1) or k % 8:
-        return "needs a [1,1,k]x[1,k,1] product with k a multiple of 8"
-    if lhs.level is not Level.L1 or rhs.level is not Level.L1:
-        return "lhs and rhs must be in L1"
-    if not (lhs.contiguous and rhs.contiguous):
-        return "lhs and rhs must be contiguous"
-    if out.volume != 1 or not _rf_or_l1(out):
-        return "out must be a scalar in RF or L1"
-    return _all_f32(spec)
+    if (b, m) != (1, 1) or n not in (1, 2, 4, 8) or k % 8:
+        return "needs a [1,1,k]x[1,k,n] product, n in 1, 2, 4, 8, k a multiple of 8"
+    if lhs.level is not Level.L1 or rhs.level.counts_registers:
+        return "lhs must be in L1, rhs in memory"
+    if not lhs.contiguous or lhs.dtype is not Dtype.F32:
+        return "lhs must be contiguous f32"
+    if rhs.dtype not in (Dtype.F32, Dtype.BF16) or out.dtype is not Dtype.F32:
+        return "rhs must be f32 or bf16, out f32"
+    # Each column of rhs contiguous along k: one unpacked run per column.
+    if rhs.stream_dim != 1 or (n > 1 and rhs.contig < 1):
+        return "rhs columns must be contiguous"
+    if rhs.contig < 1 or (n == 1 and not rhs.contiguous):
+        return "rhs columns must be contiguous"
+    if n == 1:
+        if out.volume != 1 or not _rf_or_l1(out):
+            return "out must be a scalar in RF or L1"
+    elif out.level is not Level.L1 or not out.contiguous:
+        return "out must be a contiguous L1 row"
+    return None
+
+
+def _dot_chains(k: int, n: int) -> int:
+    """Accumulators per column: 8 chains in all where k allows (enough to hide the FMA
+    latency of every current x86 core)."""
+    return max(c for c in (8, 4, 2, 1) if n * c <= 8 and k % (8 * c) == 0)
 
 
 def _dot_emit(w, spec, ops, vt) -> None:
     lhs, rhs, out = ops
-    k = spec.shape[2]
-    accs = max(c for c in (1, 2, 4) if (k // 8) % c == 0)
+    k, n = spec.shape[2], spec.shape[3]
+    c = _dot_chains(k, n)
+    bf16 = rhs.spec.dtype is Dtype.BF16
     with w.block("{"):
-        for a in range(accs):
-            w.line(f"__m256 acc{a} = _mm256_setzero_ps();")
-        with w.block(f"for (long q = 0; q < {k}; q += {8 * accs}) {{"):
-            for a in range(accs):
-                off = f"q + {8 * a}"
-                w.line(
-                    f"acc{a} = _mm256_fmadd_ps(_mm256_loadu_ps({lhs.ptr(off)}), "
-                    f"_mm256_loadu_ps({rhs.ptr(off)}), acc{a});"
-                )
-        for a in range(1, accs):
-            w.line(f"acc0 = _mm256_add_ps(acc0, acc{a});")
-        w.line(f"{out.lval()} += morello_hsum8(acc0);")
+        for j in range(n):
+            w.line(f"const {rhs.spec.dtype.c_type} *restrict col{j} = "
+                   f"{rhs.ptr_at((0, 0, j)) if n > 1 else rhs.ptr(0)};")
+            for a in range(c):
+                w.line(f"__m256 acc{j}_{a} = _mm256_setzero_ps();")
+        with w.block(f"for (long q = 0; q < {k}; q += {8 * c}) {{"):
+            for a in range(c):
+                x = f"_mm256_loadu_ps({lhs.ptr(f'q + {8 * a}')})"
+                if n > 1:
+                    w.line(f"const __m256 x{a} = {x};")
+                    x = f"x{a}"
+                for j in range(n):
+                    col = f"col{j} + q + {8 * a}"
+                    y = f"morello_bf16x8({col})" if bf16 else f"_mm256_loadu_ps({col})"
+                    w.line(f"acc{j}_{a} = _mm256_fmadd_ps({x}, {y}, acc{j}_{a});")
+        for j in range(n):
+            step = 1
+            while step < c:  # a tree of adds: the chains stay independent to the end
+                for a in range(0, c, 2 * step):
+                    w.line(f"acc{j}_{a} = _mm256_add_ps(acc{j}_{a}, acc{j}_{a + step});")
+                step *= 2
+            dst = out.lval() if n == 1 else f"(*{out.ptr(j)})"
+            w.line(f"{dst} += morello_hsum8(acc{j}_0);")
+
+
+def _dot_cost(s: Spec, t: Target) -> int:
+    k, n = s.shape[2], s.shape[3]
+    c = t.costs
+    rhs = s.operands[1]
+    widen = c.vector_move if rhs.dtype is Dtype.BF16 else 0
+    # rhs streamed from L2 or main memory: its lines, priced by how many columns are
+    # read side by side (``stream_cost``); from L1 its view paid them.
+    stream = stream_cost(rhs, t, n) if rhs.level is not Level.L1 else 0
+    return ((k // 8) * (n * (c.fma + c.vector_move + widen) + c.vector_move)
+            + n * c.hsum + move_cost(s.operands[2], t) + stream)
 
 
 # --- Move ----------------------------------------------------------------------------
@@ -142,14 +182,21 @@ def _assign_check(spec: Spec, target: Target) -> Reason:
         return "not a scalar"
     if not (_rf_or_l1(src) and _rf_or_l1(dst)):
         return "both operands must be in RF or L1"
-    if src.dtype is not dst.dtype:
-        return "dtypes differ"
-    return None
+    return None  # a Move Spec's dst widens its src (kinds.check_dtypes)
+
+
+def convert(value: str, src: Dtype, dst: Dtype) -> str:
+    """C expression of the scalar ``value`` of dtype ``src`` widened to ``dst``."""
+    if src is dst:
+        return value
+    if src is Dtype.BF16:
+        return f"morello_bf16_f32({value})"
+    return f"({dst.c_type}){value}"
 
 
 def _assign_emit(w, spec, ops, vt) -> None:
     src, dst = ops
-    w.line(f"{dst.lval()} = {src.lval()};")
+    w.line(f"{dst.lval()} = {convert(src.lval(), src.spec.dtype, dst.spec.dtype)};")
 
 
 def _vassign_check(spec: Spec, target: Target) -> Reason:
@@ -200,6 +247,51 @@ def _vcopy_emit(w, spec, ops, vt) -> None:
     v = vt(Dtype.F32, 8)
     for j in range(0, spec.volume, 8):
         w.line(f"{v.store}({dst.ptr(j)}, {v.load}({src.ptr(j)}));")
+
+
+def _widen_check(spec: Spec, target: Target) -> Reason:
+    src, dst = spec.operands
+    if src.dtype is not Dtype.BF16 or dst.dtype is not Dtype.F32:
+        return "widens bf16 to f32 only"
+    if src.level is not Level.L1 or not src.contiguous:
+        return "src must be contiguous in L1"
+    if dst.level is not Level.VRF or not dst.contiguous or dst.layout != src.layout:
+        return "dst must be a contiguous VRF tensor of src's layout"
+    if dst.vector_size not in (4, 8, 16):
+        return "vectors of 4, 8 or 16 floats"
+    return None
+
+
+def _widen_emit(w, spec, ops, vt) -> None:
+    src, dst = ops
+    vs = dst.spec.vector_size
+    for j in range(spec.volume // vs):
+        w.line(f"{dst.vec(j)} = morello_bf16x{vs}({src.ptr(j * vs)});")
+
+
+def _widen_copy_check(spec: Spec, target: Target) -> Reason:
+    src, dst = spec.operands
+    if src.dtype is not Dtype.BF16 or dst.dtype is not Dtype.F32:
+        return "widens bf16 to f32 only"
+    if src.level is not Level.L1 or dst.level is not Level.L1:
+        return "both operands must be in L1"
+    if not (src.contiguous and dst.contiguous) or src.layout != dst.layout:
+        return "operands must be contiguous, of one layout"
+    return None
+
+
+def _widen_copy_emit(w, spec, ops, vt) -> None:
+    src, dst = ops
+    n = spec.volume
+    with w.block("{"):
+        w.line(f"const uint16_t *restrict s = {src.ptr(0)};")
+        w.line(f"float *restrict d = {dst.ptr(0)};")
+        if n >= 8:
+            with w.block(f"for (long i = 0; i < {n - n % 8}; i += 8) {{"):
+                w.line("_mm256_storeu_ps(d + i, morello_bf16x8(s + i));")
+        if n % 8:
+            with w.block(f"for (long i = {n - n % 8}; i < {n}; i++) {{"):
+                w.line("d[i] = morello_bf16_f32(s[i]);")
 
 
 # --- Fill ----------------------------------------------------------------------------
@@ -720,10 +812,12 @@ KERNELS: tuple[Kernel, ...] = (
            "broadcast a scalar of lhs, FMA with rhs vectors into out vectors",
            unit_dims=(0, 1, 2), needs_vrf=True),
     # Differs from the reference (k/4): adds the horizontal sum at the end.
-    Kernel("DotProductLoop", PrimKind.MATMUL_ACCUM, _dot_check,
-           lambda s, t: (s.shape[2] // 8) * (t.costs.fma + 2 * t.costs.vector_move)
-           + t.costs.hsum + move_cost(s.operands[2], t), 5, _dot_emit,
-           "vectorized dot product of a contiguous row and column", unit_dims=(0, 1, 3)),
+    # Differs from the reference (k/4, one column, f32): up to 8 columns (weight rows)
+    # at once, bf16 columns widened in registers, 8 accumulator chains, the horizontal
+    # sums at the end.
+    Kernel("DotProductLoop", PrimKind.MATMUL_ACCUM, _dot_check, _dot_cost, 12, _dot_emit,
+           "dot products of a contiguous f32 row with 1, 2, 4 or 8 contiguous f32 or bf16 "
+           "columns", unit_dims=(0, 1)),
     Kernel("Assign", PrimKind.MOVE, _assign_check,
            lambda s, t: t.costs.scalar_op + _io(s, t), 0, _assign_emit, "scalar copy",
            scalar=True),
@@ -731,6 +825,13 @@ KERNELS: tuple[Kernel, ...] = (
            lambda s, t: t.costs.vector_move * (
                s.volume // (s.operands[0].vector_size or s.operands[1].vector_size)),
            0, _vassign_emit, "vector loads/stores between VRF and memory", needs_vrf=True),
+    Kernel("VectorWidenBf16", PrimKind.MOVE, _widen_check,
+           lambda s, t: 2 * t.costs.vector_move * _vecs(s.operands[1]) + _io(s, t), 0,
+           _widen_emit, "bf16 in L1 widened into f32 vector registers (zero-extend, shift)",
+           needs_vrf=True),
+    Kernel("WidenCopyBf16", PrimKind.MOVE, _widen_copy_check,
+           lambda s, t: _stream_cost(s.volume, t, 3, 0) + _io(s, t), 0, _widen_copy_emit,
+           "bf16 widened into an f32 buffer, both contiguous in L1"),
     # Not in the reference: packing copies there go element by element.
     Kernel("VectorCopy", PrimKind.MOVE, _vcopy_check,
            lambda s, t: 2 * t.costs.vector_move * (s.volume // 8) + _io(s, t), 0, _vcopy_emit,

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 
 from morello import layouts
 from morello.cost import move_cost, own_units
+from morello.dtypes import Dtype
 from morello.layouts import Layout
 from morello.memory import DESTINATIONS, Level, Target
 from morello.nodes import NEW, Block
@@ -36,7 +37,11 @@ from morello.tensorspec import TensorSpec, fresh
 PACK_SIZES = (8, 16)
 # Bump when the rules of ``layout_candidates`` or ``operand_moves`` change: Move indices
 # depend on them (``morello.rewrites.actions_fingerprint``).
-LAYOUT_SCHEME = 1
+LAYOUT_SCHEME = 2
+
+# The dtype an input of this dtype is widened into by a conversion Move: bf16 weights
+# into f32 (a shift), 8-bit integers into s16 (the operands of vpmaddwd).
+WIDEN_TO = {Dtype.BF16: Dtype.F32, Dtype.U8: Dtype.S16, Dtype.S8: Dtype.S16}
 
 
 @functools.lru_cache(maxsize=1 << 12)
@@ -63,12 +68,14 @@ def layout_candidates(shape: tuple[int, ...]) -> list[Layout]:
 @dataclass(frozen=True, slots=True)
 class Move:
     """Move operand ``operand`` to ``level`` with ``layout`` (None keeps it: a cache view
-    for L1) and ``vector_size`` (VRF only)."""
+    for L1) and ``vector_size`` (VRF only); ``dtype`` widens it on the way (None keeps
+    its dtype; a view never converts)."""
 
     operand: int
     level: Level
     layout: Layout | None = None
     vector_size: int | None = None
+    dtype: Dtype | None = None
 
     def destination(self, spec: Spec) -> tuple[TensorSpec, bool] | None:
         """The new operand TensorSpec and whether it is a cache view."""
@@ -76,7 +83,7 @@ class Move:
 
     def destination_of(self, t: TensorSpec) -> tuple[TensorSpec, bool] | None:
         if self.layout is None:
-            if not self.level.is_cache or self.level >= t.level:
+            if not self.level.is_cache or self.level >= t.level or self.dtype is not None:
                 return None
             return replace(t, level=self.level), True
         if self.level is Level.VRF:
@@ -85,7 +92,8 @@ class Move:
             phys = self.layout.physical_shape(t.shape)
             if not phys or phys[-1] % self.vector_size:
                 return None
-        new = fresh(t.shape, t.dtype, self.level, self.layout, self.vector_size)
+        new = fresh(t.shape, self.dtype or t.dtype, self.level, self.layout,
+                    self.vector_size)
         if new == t:
             return None
         return new, False
@@ -140,7 +148,8 @@ class Move:
     def __str__(self) -> str:
         lay = "view" if self.layout is None else str(self.layout)
         vs = f", vs={self.vector_size}" if self.vector_size else ""
-        return f"Move(op={self.operand}, {self.level}, {lay}{vs})"
+        dt = f", {self.dtype}" if self.dtype else ""
+        return f"Move(op={self.operand}, {self.level}, {lay}{vs}{dt})"
 
 
 def _move_spec(src: TensorSpec, dst: TensorSpec, parent: Spec, limits) -> Spec:
@@ -174,6 +183,9 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
     cands = layout_candidates(t.shape)
     # Only relayout "forward" in the candidate order, so relayout chains are finite.
     start = cands.index(t.layout) + 1 if t.layout in cands else 0
+    # An input of a narrow dtype is widened by the Moves that copy it (into registers
+    # or a buffer); kernels compute in the wide dtype. Views keep it narrow.
+    wide = WIDEN_TO.get(t.dtype) if i not in info.writes else None
     for level in DESTINATIONS[t.level]:
         if level is Level.VRF:
             # Only operands some kernel reads from vector registers (not Matmul's lhs).
@@ -181,16 +193,17 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
                 continue
             rm = _row_major_for(t.shape)
             phys = rm.physical_shape(t.shape)
+            dt = wide or t.dtype
             for vb in reversed(target.vector_bytes):
-                vs = vb // t.dtype.size
+                vs = vb // dt.size
                 # Narrower vectors only where the wider ones cannot tile the row.
                 if phys and phys[-1] % vs == 0:
-                    acts.append(Move(i, level, rm, vs))
+                    acts.append(Move(i, level, rm, vs, wide))
                     break
         elif level is Level.RF:
             # Scalar registers hold scalars: kernels only read RF operands of size 1.
             if t.volume == 1:
-                acts.append(Move(i, level, _row_major_for(t.shape)))
+                acts.append(Move(i, level, _row_major_for(t.shape), None, wide))
         else:
             if level is Level.L1 and t.level > Level.L1 and _view_fits(t, target):
                 acts.append(Move(i, level, None))
@@ -207,6 +220,9 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
                     acts.extend(Move(i, level, lay) for lay in cands[start:])
                 elif level is Level.L1 and t.level > Level.L1:
                     acts.extend(Move(i, level, lay) for lay in cands[start:] if lay.is_packed)
+                # Widening copies, into any candidate layout (the same one included).
+                if wide is not None and level in (Level.GL, Level.L1):
+                    acts.extend(Move(i, level, lay, None, wide) for lay in cands)
     return tuple(acts)
 
 

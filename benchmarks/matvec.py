@@ -1,0 +1,116 @@
+"""The bf16→f32 matvec of LLM decoding (the Morello paper's headline), side by side in
+one run on one thread: morello's synthesized kernel, numpy f32 on f32 weights of the same
+shape, and torch's bf16 path when torch is importable; with the streaming read bandwidth
+and the FMA peak measured in the same rounds.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/matvec.py [--rounds 5] [--k 2048 --n 16384]
+
+Shapes: ``x[1×K] · W[K×N]`` (W row-major, ``rm``) and gemma's ``W[N×K]`` rows dotted with
+x (``cm``: rhs column-major, the callable takes ``W.T``), bf16 weights, f32 x and
+output; and the same in cache (1×512×1024). Every morello kernel is verified against numpy
+first. morello is timed inside C, the others through Python (best of 3 batches of about
+20 ms each), in ``--rounds`` interleaved rounds; the table gives medians. Bandwidth: the
+best of ``calibrate``'s ``cal_streams`` over 1 to 16 runs read side by side, over a buffer
+of the weights' size, in every round (a 64 MiB buffer fits some hosts' L3: the kernel's
+weights then do too, so the two are measured alike). Peak: ``cal_fma`` (12 chains).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+from timers import c_timer, py_timer
+
+import morello
+from morello import calibrate
+from morello.memory import AVX2
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--k", type=int, default=2048)
+    ap.add_argument("--n", type=int, default=16384)
+    args = ap.parse_args()
+    try:
+        import torch
+        torch.set_num_threads(1)
+    except ImportError:
+        torch = None
+    lib = calibrate._lib(AVX2)
+    rng = np.random.default_rng(0)
+    cases = [(args.k, args.n, "rm"), (args.k, args.n, "cm"), (512, 1024, "rm"),
+             (512, 1024, "cm")]
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        db = str(Path(d) / "matvec.sqlite")
+        for k, n, lay in cases:
+            spec = morello.matmul(1, k, n, dtypes=("f32", "bf16", "f32"), rhs_layout=lay)
+            t0 = time.perf_counter()
+            prog = morello.synthesize(spec, db=db)
+            search = time.perf_counter() - t0
+            fn = prog.compile()
+            ok, err = prog.verify(fn)
+            assert ok, f"{spec.logical_str()}: does not match numpy (max error {err})"
+            x = rng.uniform(-1, 1, (1, k)).astype(np.float32)
+            w = rng.uniform(-1, 1, (k, n) if lay == "rm" else (n, k)).astype(np.float32)
+            wb = w.astype(ml_dtypes.bfloat16)
+            out = np.empty((1, n), np.float32)
+            ins = [x, wb if lay == "rm" else wb.T]
+            timers = {"morello": c_timer(fn, ins, out)}
+            if lay == "rm":
+                timers["numpy f32"] = py_timer(lambda: np.matmul(x, w, out=out))
+            else:
+                o1 = np.empty(n, np.float32)
+                timers["numpy f32"] = py_timer(lambda: np.matmul(w, x[0], out=o1))
+            if torch is not None:
+                xt = torch.from_numpy(x).to(torch.bfloat16)
+                wt = torch.from_numpy(w).to(torch.bfloat16)
+                if lay == "rm":
+                    timers["torch bf16"] = py_timer(lambda: torch.matmul(xt, wt))
+                else:
+                    timers["torch bf16"] = py_timer(
+                        lambda: torch.nn.functional.linear(xt, wt))
+            rows.append(((k, n, lay), prog, search, timers, wb.nbytes))
+
+        times = {i: {name: [] for name in r[3]} for i, r in enumerate(rows)}
+        bws, peaks = [], []
+        for _ in range(args.rounds):
+            big = rows[0][4]
+            bws.append(max(64 / (min(lib.cal_streams(big, s) for _ in range(2)) * 1e9)
+                           for s in (1, 2, 4, 8, 16)))
+            peaks.append(16 / (min(lib.cal_fma(20_000_000) for _ in range(3)) * 1e9))
+            for i, r in enumerate(rows):
+                for name, timer in r[3].items():
+                    times[i][name].append(timer())
+    bw, peak = statistics.median(bws), statistics.median(peaks)
+    print(f"this run: streaming read bandwidth {bw:.1f} GB/s (best of 1..16 side-by-side "
+          f"runs), AVX2 FMA peak {peak:.1f} GFLOP/s, {args.rounds} rounds\n")
+    names = list(rows[0][3])
+    print("| K×N | W | " + " | ".join(f"{nm} ms" for nm in names)
+          + " | morello GB/s (% of bw) | morello GFLOP/s (% of peak) | "
+          + " | ".join(f"{nm}/morello" for nm in names[1:]) + " | search s |")
+    print("|" + "---|" * (5 + 2 * len(names) - 1))
+    for i, ((k, n, lay), prog, search, _, nbytes) in enumerate(rows):
+        med = {nm: statistics.median(times[i][nm]) for nm in names}
+        ratio = {nm: statistics.median(a / b for a, b in zip(times[i][nm], times[i]["morello"]))
+                 for nm in names[1:]}
+        t = med["morello"]
+        gbs, gfl = nbytes / t / 1e9, 2 * k * n / t / 1e9
+        print(f"| {k}×{n} | {'W[K×N]' if lay == 'rm' else 'W[N×K] (gemma)'} | "
+              + " | ".join(f"{med[nm] * 1e3:.3f}" for nm in names)
+              + f" | {gbs:.1f} ({100 * gbs / bw:.0f} %) | {gfl:.1f} ({100 * gfl / peak:.0f} %) | "
+              + " | ".join(f"{ratio[nm]:.2f}" for nm in names[1:]) + f" | {search:.2f} |")
+    print("\nThe chosen programs (model cost, Impl tree):")
+    for (k, n, lay), prog, *_ in rows:
+        print(f"\n1×{k}×{n} {lay}: cost {prog.cost}")
+        print(prog.impl.pformat())
+
+
+if __name__ == "__main__":
+    main()
