@@ -37,6 +37,21 @@ static inline __m512 morello_bf16x16(const uint16_t *p) {
 }
 #endif
 
+/* Two adjacent 8- or 16-bit integers as the two s16 halves of an int32 (the first in the
+ * low half): the broadcast operand of vpmaddwd. */
+static inline int32_t morello_pair_u8(const uint8_t *p) {
+    return (int32_t)((uint32_t)p[0] | ((uint32_t)p[1] << 16));
+}
+static inline int32_t morello_pair_s8(const int8_t *p) {
+    return (int32_t)((uint32_t)(uint16_t)(int16_t)p[0]
+                     | ((uint32_t)(uint16_t)(int16_t)p[1] << 16));
+}
+static inline int32_t morello_pair_s16(const int16_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 /* What kernel() returns when a buffer could not be allocated. */
 #define MORELLO_ENOMEM 1
 

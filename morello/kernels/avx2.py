@@ -174,6 +174,61 @@ def _dot_cost(s: Spec, t: Target) -> int:
             + n * c.hsum + move_cost(s.operands[2], t) + stream)
 
 
+def _pairs_along_k(t: TensorSpec) -> bool:
+    """A contiguous ``[1, 2, n]`` tensor stored ``[n][2]``: each column's two rows side by
+    side (``rewrites.move.pair_layout``, canonicalized)."""
+    if t.shape[1] != 2 or not t.contiguous or not t.layout.dims:
+        return False
+    inner = t.layout.dims[-1]
+    return inner.dim == 1 and inner.pack in (None, 2)
+
+
+def _madd_check(spec: Spec, target: Target) -> Reason:
+    lhs, rhs, out = spec.operands
+    b, m, k, n = spec.shape
+    if b != 1 or k != 2 or n % 8 or m > 6:
+        return "needs b = 1, k = 2, m <= 6 and n a multiple of 8"
+    if lhs.level is not Level.L1 or lhs.dtype not in (Dtype.U8, Dtype.S8, Dtype.S16):
+        return "lhs must be u8, s8 or s16 in L1"
+    if lhs.contig < 1 or lhs.stream_dim != 2:
+        return "lhs rows must be contiguous"
+    if rhs.level is not Level.L1 or rhs.dtype is not Dtype.S16 or not _pairs_along_k(rhs):
+        return "rhs must be s16 in L1, its two rows interleaved"
+    if out.level is not Level.VRF or not out.contiguous or out.vector_size != 8 \
+            or out.dtype is not Dtype.S32:
+        return "out must be contiguous s32 vectors of 8"
+    if m * (n // 8) + n // 8 + 1 > target.capacity[Level.VRF]:
+        return "the register tile does not fit"
+    return None
+
+
+def _madd_emit(w, spec, ops, vt) -> None:
+    lhs, rhs, out = ops
+    m, n = spec.shape[1], spec.shape[3]
+    nv = n // 8
+    pair = f"morello_pair_{lhs.spec.dtype.short}"
+    with w.block("{"):
+        for j in range(nv):
+            w.line(f"const __m256i b{j} = _mm256_loadu_si256((const __m256i *)"
+                   f"{rhs.ptr(16 * j)});")
+        for i in range(m):
+            p = lhs.ptr_at((0, i, 0)) if m > 1 else lhs.ptr(0)
+            w.line(f"const __m256i a{i} = _mm256_set1_epi32({pair}({p}));")
+            for j in range(nv):
+                o = out.vec(i * nv + j)
+                w.line(f"{o} = _mm256_add_epi32({o}, _mm256_madd_epi16(a{i}, b{j}));")
+
+
+def _madd_cost(s: Spec, t: Target) -> int:
+    m, n = s.shape[1], s.shape[3]
+    c = t.costs
+    # vpmaddwd + vpaddd: two ops on three ports for 16 multiply-adds, about 1.25 FMAs.
+    # A pair of s16 is one broadcast load; a pair of bytes is built first (two loads, a
+    # shift and an or, then a move into a vector): priced as two vector moves more.
+    pair = c.broadcast + (2 * c.vector_move if s.operands[0].dtype.size == 1 else 0)
+    return m * (n // 8) * (c.fma + c.fma // 4) + (n // 8) * c.vector_move + m * pair
+
+
 # --- Move ----------------------------------------------------------------------------
 
 def _assign_check(spec: Spec, target: Target) -> Reason:
@@ -209,8 +264,10 @@ def _vassign_check(spec: Spec, target: Target) -> Reason:
     mem = [t for t in (src, dst) if t.level is not Level.VRF]
     if mem and mem[0].level is Level.RF:
         return "cannot vector-assign with RF"
-    if reason := _same_contiguous_f32(src, dst):
-        return reason
+    if not (src.contiguous and dst.contiguous) or src.layout != dst.layout:
+        return "operands must be contiguous, of one layout"
+    if src.dtype is not dst.dtype or src.dtype not in (Dtype.F32, Dtype.S32, Dtype.S16):
+        return "one dtype: f32, s32 or s16"
     vs = vrf[0].vector_size
     assert vs is not None
     if spec.volume % vs:
@@ -226,9 +283,17 @@ def _vassign_emit(w, spec, ops, vt) -> None:
         if src.spec.level is Level.VRF and dst.spec.level is Level.VRF:
             w.line(f"{dst.vec(j)} = {src.vec(j)};")
         elif dst.spec.level is Level.VRF:
-            w.line(f"{dst.vec(j)} = {v.load}({src.ptr(j * vs)});")
+            w.line(f"{dst.vec(j)} = {v.load}({_vptr(v, src.ptr(j * vs), True)});")
         else:
-            w.line(f"{v.store}({dst.ptr(j * vs)}, {src.vec(j)});")
+            w.line(f"{v.store}({_vptr(v, dst.ptr(j * vs), False)}, {src.vec(j)});")
+
+
+def _vptr(v: VecType, ptr: str, const: bool) -> str:
+    """``ptr`` as the pointer type of ``v``'s loads and stores (integer vectors take
+    ``__m256i *``)."""
+    if v.dtype.is_float:
+        return ptr
+    return f"({'const ' if const else ''}{v.c_type} *){ptr}"
 
 
 def _vcopy_check(spec: Spec, target: Target) -> Reason:
@@ -294,6 +359,35 @@ def _widen_copy_emit(w, spec, ops, vt) -> None:
                 w.line("d[i] = morello_bf16_f32(s[i]);")
 
 
+def _pair_pack_check(spec: Spec, target: Target) -> Reason:
+    src, dst = spec.operands
+    if len(spec.shape) != 3 or spec.shape[0] != 1 or spec.shape[1] != 2 \
+            or spec.shape[2] % 8:
+        return "needs [1, 2, n] with n a multiple of 8"
+    if src.dtype not in (Dtype.U8, Dtype.S8) or dst.dtype is not Dtype.S16:
+        return "widens u8 or s8 to s16"
+    if src.level is not Level.L1 or src.contig < 1 or src.stream_dim != 2:
+        return "src rows must be contiguous in L1"
+    if dst.level is not Level.L1 or not _pairs_along_k(dst):
+        return "dst must be in L1, its two rows interleaved"
+    return None
+
+
+def _pair_pack_emit(w, spec, ops, vt) -> None:
+    src, dst = ops
+    n = spec.shape[2]
+    cvt = "_mm256_cvtepu8_epi16" if src.spec.dtype is Dtype.U8 else "_mm256_cvtepi8_epi16"
+    with w.block("{"):
+        w.line(f"const {src.spec.dtype.c_type} *r0 = {src.ptr(0)};")
+        w.line(f"const {src.spec.dtype.c_type} *r1 = {src.ptr_at((0, 1, 0))};")
+        w.line(f"int16_t *d = {dst.ptr(0)};")
+        with w.block(f"for (long j = 0; j < {n}; j += 8) {{"):
+            # Bytes of the two rows interleaved, then widened: 8 columns' pairs.
+            w.line("__m128i x = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(r0 + j)), "
+                   "_mm_loadl_epi64((const __m128i *)(r1 + j)));")
+            w.line(f"_mm256_storeu_si256((__m256i *)(d + 2 * j), {cvt}(x));")
+
+
 # --- Fill ----------------------------------------------------------------------------
 
 def _c_value(v: float) -> str:
@@ -331,8 +425,8 @@ def _vector_fill_check(spec: Spec, target: Target) -> Reason:
     (dst,) = spec.operands
     if dst.level is not Level.VRF or not dst.contiguous:
         return "not a contiguous VRF tensor"
-    if dst.dtype is not Dtype.F32:
-        return "only f32"
+    if dst.dtype is not Dtype.F32 and (dst.dtype is not Dtype.S32 or spec.params[0] != 0):
+        return "f32, or s32 zeros"
     return None
 
 
@@ -818,6 +912,11 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("DotProductLoop", PrimKind.MATMUL_ACCUM, _dot_check, _dot_cost, 12, _dot_emit,
            "dot products of a contiguous f32 row with 1, 2, 4 or 8 contiguous f32 or bf16 "
            "columns", unit_dims=(0, 1)),
+    # Not in the reference: u8 x s8 -> s32 there is a dot-product loop over bytes.
+    Kernel("PairMaddS16", PrimKind.MATMUL_ACCUM, _madd_check, _madd_cost, 4, _madd_emit,
+           "out (s32 vectors) += pairs of lhs (u8/s8/s16) times interleaved s16 rhs rows "
+           "(vpmaddwd: exact, no saturation for 8-bit inputs)", unit_dims=(0,),
+           needs_vrf=True),
     Kernel("Assign", PrimKind.MOVE, _assign_check,
            lambda s, t: t.costs.scalar_op + _io(s, t), 0, _assign_emit, "scalar copy",
            scalar=True),
@@ -832,6 +931,10 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("WidenCopyBf16", PrimKind.MOVE, _widen_copy_check,
            lambda s, t: _stream_cost(s.volume, t, 3, 0) + _io(s, t), 0, _widen_copy_emit,
            "bf16 widened into an f32 buffer, both contiguous in L1"),
+    Kernel("WidenPairPack", PrimKind.MOVE, _pair_pack_check,
+           lambda s, t: 3 * t.costs.vector_move * (s.shape[2] // 8) + _io(s, t), 0,
+           _pair_pack_emit, "two rows of u8/s8 widened into s16, interleaved (vpmaddwd's "
+           "operand order)"),
     # Not in the reference: packing copies there go element by element.
     Kernel("VectorCopy", PrimKind.MOVE, _vcopy_check,
            lambda s, t: 2 * t.costs.vector_move * (s.volume // 8) + _io(s, t), 0, _vcopy_emit,

@@ -215,15 +215,33 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
                 acts.append(Move(i, level, None))
             # Packing and transposing copies: inputs only, into GL buffers; packed
             # panels also straight into L1-sized buffers, from main memory.
-            if i not in info.writes:
+            # (An operand to be widened is copied only by the widening Moves below.)
+            if i not in info.writes and wide is None:
                 if level is Level.GL:
                     acts.extend(Move(i, level, lay) for lay in cands[start:])
                 elif level is Level.L1 and t.level > Level.L1:
                     acts.extend(Move(i, level, lay) for lay in cands[start:] if lay.is_packed)
-                # Widening copies, into any candidate layout (the same one included).
-                if wide is not None and level in (Level.GL, Level.L1):
+            if i not in info.writes:
+                # Widening copies: bf16 into any candidate layout (the same one
+                # included); 8-bit integers into row-major or row pairs (vpmaddwd's order).
+                if wide is Dtype.F32 and level in (Level.GL, Level.L1):
                     acts.extend(Move(i, level, lay, None, wide) for lay in cands)
+                elif wide is Dtype.S16 and level in (Level.GL, Level.L1):
+                    pair = pair_layout(t.shape)
+                    acts.extend(Move(i, level, lay, None, wide)
+                                for lay in (cands[0], pair) if lay is not None)
     return tuple(acts)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def pair_layout(shape: tuple[int, ...]) -> Layout | None:
+    """Rows taken in pairs, each pair interleaved (``[k/2][n][2]``): the operand order of
+    ``vpmaddwd``, for s16 copies of integer matrices (None if the rows are odd)."""
+    rank = len(shape)
+    if rank < 2 or shape[rank - 2] % 2:
+        return None
+    lay = layouts.packed(layouts.row_major(rank), rank - 2, 2)
+    return layouts.canonicalize(lay, shape, len(lay.dims))[0]
 
 
 def _view_fits(t: TensorSpec, target: Target) -> bool:
