@@ -31,6 +31,24 @@ from morello import calibrate
 from morello.memory import AVX2
 
 
+def _peers(x, w, out, lay, torch) -> dict:
+    """Timers of numpy f32 (on f32 weights) and torch bf16 for one case."""
+    timers = {}
+    if lay == "rm":
+        timers["numpy f32"] = py_timer(lambda: np.matmul(x, w, out=out))
+    else:
+        o1 = np.empty(w.shape[0], np.float32)
+        timers["numpy f32"] = py_timer(lambda: np.matmul(w, x[0], out=o1))
+    if torch is not None:
+        xt = torch.from_numpy(x).to(torch.bfloat16)
+        wt = torch.from_numpy(w).to(torch.bfloat16)
+        if lay == "rm":
+            timers["torch bf16"] = py_timer(lambda: torch.matmul(xt, wt))
+        else:
+            timers["torch bf16"] = py_timer(lambda: torch.nn.functional.linear(xt, wt))
+    return timers
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
@@ -63,19 +81,7 @@ def main() -> None:
             out = np.empty((1, n), np.float32)
             ins = [x, wb if lay == "rm" else wb.T]
             timers = {"morello": c_timer(fn, ins, out)}
-            if lay == "rm":
-                timers["numpy f32"] = py_timer(lambda: np.matmul(x, w, out=out))
-            else:
-                o1 = np.empty(n, np.float32)
-                timers["numpy f32"] = py_timer(lambda: np.matmul(w, x[0], out=o1))
-            if torch is not None:
-                xt = torch.from_numpy(x).to(torch.bfloat16)
-                wt = torch.from_numpy(w).to(torch.bfloat16)
-                if lay == "rm":
-                    timers["torch bf16"] = py_timer(lambda: torch.matmul(xt, wt))
-                else:
-                    timers["torch bf16"] = py_timer(
-                        lambda: torch.nn.functional.linear(xt, wt))
+            timers.update(_peers(x, w, out, lay, torch))
             rows.append(((k, n, lay), prog, search, timers, wb.nbytes))
 
         times = {i: {name: [] for name in r[3]} for i, r in enumerate(rows)}
@@ -96,7 +102,7 @@ def main() -> None:
           + " | morello GB/s (% of bw) | morello GFLOP/s (% of peak) | "
           + " | ".join(f"{nm}/morello" for nm in names[1:]) + " | search s |")
     print("|" + "---|" * (5 + 2 * len(names) - 1))
-    for i, ((k, n, lay), prog, search, _, nbytes) in enumerate(rows):
+    for i, ((k, n, lay), _, search, _, nbytes) in enumerate(rows):
         med = {nm: statistics.median(times[i][nm]) for nm in names}
         ratio = {nm: statistics.median(a / b for a, b in zip(times[i][nm], times[i]["morello"]))
                  for nm in names[1:]}

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from morello.errors import BuildError
 from morello.dtypes import Dtype, accepts
+from morello.errors import BuildError
 
 CFLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared")
 
