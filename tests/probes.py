@@ -225,6 +225,11 @@ def check_outcome(prog, thunk) -> str:
 SWEEP_MAX_POINTS = 1 << 22  # keeps one run of the sweep within minutes
 
 
+MATMUL_DTYPES = [("f32", "f32", "f32"), ("f32", "bf16", "f32"), ("bf16", "bf16", "f32"),
+                 ("u8", "s8", "s32"), ("s8", "s8", "s32"), ("u8", "u8", "s32"),
+                 ("s16", "s8", "s32"), ("s32", "s32", "s32")]
+
+
 def random_user_spec(rng: np.random.Generator):
     """(Spec, threads) drawn at random over every kind the API constructs."""
     from morello.api import OPERATIONS
@@ -232,9 +237,14 @@ def random_user_spec(rng: np.random.Generator):
 
     op = str(rng.choice(sorted(OPERATIONS)))
     make = OPERATIONS[op][1]
-    dtype = SUPPORTED[int(rng.integers(len(SUPPORTED)))]
     parallel = rng.random() < 0.2
-    kw = {"dtype": dtype, "serial": not parallel}
+    kw: dict = {"serial": not parallel}
+    if op == "matmul":  # every mix of dtypes a matmul takes, f32 most often
+        kw["dtypes"] = MATMUL_DTYPES[int(rng.choice([0, 0, 0, rng.integers(len(MATMUL_DTYPES))]))]
+    elif op == "fill":  # any dtype (integers are filled with 0)
+        kw["dtype"] = SUPPORTED[int(rng.integers(len(SUPPORTED)))]
+    else:
+        kw["dtype"] = "f32"
 
     def size() -> int:  # small sizes and odd ones more often than a uniform draw
         return int(rng.choice([rng.integers(1, 9), rng.integers(1, 65), rng.integers(1, 201)]))
@@ -254,7 +264,7 @@ def random_user_spec(rng: np.random.Generator):
         if op in ("max", "sum", "broadcast"):
             kw["dim"] = int(rng.integers(rank))
         if op == "fill":
-            kw["value"] = float(rng.choice([0.0, -np.inf]))
+            kw["value"] = float(rng.choice([0.0, -np.inf])) if kw["dtype"].is_float else 0.0
         return make(*shape, **kw), 2 if parallel else 1
 
 

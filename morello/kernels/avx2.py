@@ -70,12 +70,14 @@ def _mult_add_check(spec: Spec, target: Target) -> Reason:
         return "operands are not scalars"
     if not all(_rf_or_l1(o) for o in spec.operands):
         return "operands must be in RF or L1"
-    return _all_f32(spec)
+    return None  # any dtypes: the inputs widen into out's (kinds.check_dtypes)
 
 
 def _mult_add_emit(w, spec, ops, vt) -> None:
     lhs, rhs, out = ops
-    w.line(f"{out.lval()} += {lhs.lval()} * {rhs.lval()};")
+    dt = out.spec.dtype
+    a, b = (convert(o.lval(), o.spec.dtype, dt) for o in (lhs, rhs))
+    w.line(f"{out.lval()} += {a} * {b};")
 
 
 def _bvma_check(spec: Spec, target: Target) -> Reason:
@@ -131,11 +133,62 @@ def _dot_chains(k: int, n: int) -> int:
     return max(c for c in (8, 4, 2, 1) if n * c <= 8 and k % (8 * c) == 0)
 
 
+def _odd_even(k: int, n: int) -> int:
+    """Chains per column of the odd/even bf16 loop (16 elements a step), 0 if k does not
+    allow it."""
+    fits = [c for c in (8, 4, 2, 1) if n * c <= 8 and k % (16 * c) == 0]
+    return fits[0] if fits else 0
+
+
+def _dot_odd_even_emit(w, lhs, rhs, out, k: int, n: int, c: int) -> None:
+    """bf16 columns widened without a shuffle: each 32-bit lane of 16 loaded bf16 holds
+    an even and an odd element, so the even ones are the lane shifted left by 16 and the
+    odd ones the lane with its low half masked off. x is split into its even and odd
+    elements instead (two shuffles per 8, shared by the n columns)."""
+    with w.block("{"):
+        w.line("const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);")
+        for j in range(n):
+            w.line(f"const uint16_t *restrict col{j} = "
+                   f"{rhs.ptr_at((0, 0, j)) if n > 1 else rhs.ptr(0)};")
+            for a in range(c):
+                w.line(f"__m256 acc{j}_{a} = _mm256_setzero_ps();")
+        with w.block(f"for (long q = 0; q < {k}; q += {16 * c}) {{"):
+            for a in range(c):
+                w.line(f"const __m256 l{a} = _mm256_loadu_ps({lhs.ptr(f'q + {16 * a}')});")
+                w.line(f"const __m256 h{a} = _mm256_loadu_ps({lhs.ptr(f'q + {16 * a + 8}')});")
+                for name, imm in (("xe", "0x88"), ("xo", "0xDD")):
+                    w.line(f"const __m256 {name}{a} = _mm256_castpd_ps(_mm256_permute4x64_pd("
+                           f"_mm256_castps_pd(_mm256_shuffle_ps(l{a}, h{a}, {imm})), 0xD8));")
+                for j in range(n):
+                    acc = f"acc{j}_{a}"
+                    w.line(f"const __m256i w{j}_{a} = _mm256_loadu_si256((const __m256i *)"
+                           f"(col{j} + q + {16 * a}));")
+                    w.line(f"{acc} = _mm256_fmadd_ps(xe{a}, _mm256_castsi256_ps("
+                           f"_mm256_slli_epi32(w{j}_{a}, 16)), {acc});")
+                    w.line(f"{acc} = _mm256_fmadd_ps(xo{a}, _mm256_castsi256_ps("
+                           f"_mm256_and_si256(w{j}_{a}, hi)), {acc});")
+        _dot_finish(w, out, n, c)
+
+
+def _dot_finish(w, out, n: int, c: int) -> None:
+    for j in range(n):
+        step = 1
+        while step < c:  # a tree of adds: the chains stay independent to the end
+            for a in range(0, c, 2 * step):
+                w.line(f"acc{j}_{a} = _mm256_add_ps(acc{j}_{a}, acc{j}_{a + step});")
+            step *= 2
+        dst = out.lval() if n == 1 else f"(*{out.ptr(j)})"
+        w.line(f"{dst} += morello_hsum8(acc{j}_0);")
+
+
 def _dot_emit(w, spec, ops, vt) -> None:
     lhs, rhs, out = ops
     k, n = spec.shape[2], spec.shape[3]
     c = _dot_chains(k, n)
     bf16 = rhs.spec.dtype is Dtype.BF16
+    if bf16 and _odd_even(k, n):
+        _dot_odd_even_emit(w, lhs, rhs, out, k, n, _odd_even(k, n))
+        return
     with w.block("{"):
         for j in range(n):
             w.line(f"const {rhs.spec.dtype.c_type} *restrict col{j} = "
@@ -152,21 +205,18 @@ def _dot_emit(w, spec, ops, vt) -> None:
                     col = f"col{j} + q + {8 * a}"
                     y = f"morello_bf16x8({col})" if bf16 else f"_mm256_loadu_ps({col})"
                     w.line(f"acc{j}_{a} = _mm256_fmadd_ps({x}, {y}, acc{j}_{a});")
-        for j in range(n):
-            step = 1
-            while step < c:  # a tree of adds: the chains stay independent to the end
-                for a in range(0, c, 2 * step):
-                    w.line(f"acc{j}_{a} = _mm256_add_ps(acc{j}_{a}, acc{j}_{a + step});")
-                step *= 2
-            dst = out.lval() if n == 1 else f"(*{out.ptr(j)})"
-            w.line(f"{dst} += morello_hsum8(acc{j}_0);")
+        _dot_finish(w, out, n, c)
 
 
 def _dot_cost(s: Spec, t: Target) -> int:
     k, n = s.shape[2], s.shape[3]
     c = t.costs
     rhs = s.operands[1]
-    widen = c.vector_move if rhs.dtype is Dtype.BF16 else 0
+    # bf16: a widening per 8 elements (zero-extend and shift), or with the odd/even
+    # loop one op per 8 and x's shuffles (two per 8, shared by the n columns).
+    widen = 0
+    if rhs.dtype is Dtype.BF16:
+        widen = c.vector_move // 2 + c.vector_move // n if _odd_even(k, n) else c.vector_move
     # rhs streamed from L2 or main memory: its lines, priced by how many columns are
     # read side by side (``stream_cost``); from L1 its view paid them.
     stream = stream_cost(rhs, t, n) if rhs.level is not Level.L1 else 0
