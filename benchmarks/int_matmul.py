@@ -1,9 +1,11 @@
-"""Exact u8×s8 → s32 matmuls next to morello's own f32 matmul of the same shape, in one
-run on one thread, with the AVX2 FMA peak measured in the same rounds.
+"""u8×s8 → s32 matmuls, exact and saturating (vpmaddubsw's pairs), next to morello's own
+f32 matmul of the same shape, in one run on one thread, with the AVX2 FMA peak measured in
+the same rounds.
 
     python benchmarks/int_matmul.py [--rounds 5] [--sizes 64 256 512]
 
-Both programs are synthesized, verified against numpy first (the integer one exactly),
+All programs are synthesized, verified against numpy first (the integer ones exactly,
+the saturating one against its own saturating reference),
 and timed inside C in ``--rounds`` interleaved rounds; the table gives medians, GOPS
 (two operations per multiply-add) and the median per-round ratio int/f32.
 """
@@ -34,9 +36,10 @@ def main() -> None:
         db = str(Path(d) / "int.sqlite")
         for n in args.sizes:
             timers, searches, costs = {}, {}, {}
-            for dts in ("u8,s8,s32", "f32,f32,f32"):
+            for dts in ("u8,s8,s32", "u8,s8,s32 sat", "f32,f32,f32"):
                 t0 = time.perf_counter()
-                prog = morello.synthesize(morello.matmul(n, n, n, dtypes=dts), db=db)
+                spec = morello.matmul(n, n, n, dtypes=dts.split()[0], saturate="sat" in dts)
+                prog = morello.synthesize(spec, db=db)
                 searches[dts] = time.perf_counter() - t0
                 costs[dts] = prog.cost
                 fn = prog.compile()
@@ -55,17 +58,20 @@ def main() -> None:
                     times[i][k].append(timer())
     peak = statistics.median(peaks)
     print(f"this run: AVX2 FMA peak {peak:.1f} GFLOP/s, {args.rounds} rounds\n")
-    print("| n³ | u8×s8→s32 GOPS | f32 GFLOP/s (% of peak) | int/f32 | search s (int, f32) |")
-    print("|---|---|---|---|---|")
+    print("| n³ | u8×s8→s32 exact GOPS | saturating GOPS | f32 GFLOP/s (% of peak) | "
+          "exact/f32 | saturating/f32 | search s (exact, sat, f32) |")
+    print("|---|---|---|---|---|---|---|")
     for i, (n, _, searches, _) in enumerate(rows):
-        ti = statistics.median(times[i]["u8,s8,s32"])
-        tf = statistics.median(times[i]["f32,f32,f32"])
-        ratio = statistics.median(f / q for q, f in zip(times[i]["u8,s8,s32"],
-                                                        times[i]["f32,f32,f32"]))
+        med = {key: statistics.median(v) for key, v in times[i].items()}
+        ratio = {key: statistics.median(f / q for q, f in zip(times[i][key],
+                                                              times[i]["f32,f32,f32"]))
+                 for key in ("u8,s8,s32", "u8,s8,s32 sat")}
         ops = 2 * n ** 3
-        print(f"| {n}³ | {ops / ti / 1e9:.1f} | {ops / tf / 1e9:.1f} "
-              f"({100 * ops / tf / 1e9 / peak:.0f} %) | {ratio:.2f} | "
-              f"{searches['u8,s8,s32']:.1f}, {searches['f32,f32,f32']:.1f} |")
+        gops = {key: ops / t / 1e9 for key, t in med.items()}
+        print(f"| {n}³ | {gops['u8,s8,s32']:.1f} | {gops['u8,s8,s32 sat']:.1f} | "
+              f"{gops['f32,f32,f32']:.1f} ({100 * gops['f32,f32,f32'] / peak:.0f} %) | "
+              f"{ratio['u8,s8,s32']:.2f} | {ratio['u8,s8,s32 sat']:.2f} | "
+              + ", ".join(f"{searches[key]:.1f}" for key in med) + " |")
 
 
 if __name__ == "__main__":

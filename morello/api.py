@@ -101,8 +101,8 @@ def _dim(dim, rank: int) -> int:
 
 
 def matmul(m: int, k: int, n: int, *, batch: int = 1, dtype: str | Dtype = "f32",
-           dtypes=None, rhs_layout: str = "rm", serial: bool = True,
-           target: str | Target = "avx2") -> Spec:
+           dtypes=None, rhs_layout: str = "rm", saturate: bool = False,
+           serial: bool = True, target: str | Target = "avx2") -> Spec:
     """The Spec of ``out[b] = lhs[b] @ rhs[b]`` with operands in main memory.
 
     ``lhs`` is ``batch×m×k``, ``rhs`` is ``batch×k×n``, ``out`` is ``batch×m×n``.
@@ -110,10 +110,21 @@ def matmul(m: int, k: int, n: int, *, batch: int = 1, dtype: str | Dtype = "f32"
     ``("u8", "s8", "s32")``; inputs must widen exactly into the output's dtype (f32 or
     s32). ``rhs_layout="cm"`` stores rhs column-major: the callable takes ``W.T`` of a
     row-major ``W[n×k]`` without a copy (gemma's orientation of a matvec).
+    ``saturate=True`` (u8 × s8 → s32 only) is vpmaddubsw's product instead of the exact
+    one: the two products of each k-pair (k = 2j, 2j+1) are summed with saturation to
+    [-32768, 32767] before the pairs are added in s32. It saturates only where both
+    bytes of a pair are large (u8 values below 128 never do), and is faster.
     ``serial=False`` lets the search use parallel loops.
     """
     shape = (_size("batch", batch), _size("m", m), _size("k", k), _size("n", n))
-    spec = _spec(PrimKind.MATMUL, shape, (), dtype, serial, target, dtypes)
+    kind = PrimKind.MATMUL
+    if saturate:
+        kind = PrimKind.MATMUL_SAT16
+        got = _dtypes(kind, dtype, dtypes)
+        if got != (Dtype.U8, Dtype.S8, Dtype.S32):
+            raise SpecError("saturate=True is vpmaddubsw's u8 x s8 -> s32: give "
+                            "dtypes=('u8', 's8', 's32')")
+    spec = _spec(kind, shape, (), dtype, serial, target, dtypes)
     if rhs_layout == "cm":
         rhs = spec.operands[1]
         spec = spec.with_operand(1, fresh(rhs.shape, rhs.dtype, rhs.level,

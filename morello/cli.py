@@ -45,6 +45,7 @@ examples:
   morello bench matmul 1 2048 16384 --dtypes f32,bf16,f32 --rhs-layout cm
                                          the same with W stored 16384x2048 (gemma.cpp)
   morello run matmul 64 64 64 --dtypes u8,s8,s32     an exact integer matmul
+  morello bench matmul 256 256 256 --dtypes u8,s8,s32 --saturate   vpmaddubsw's
   morello db stats                       what the database holds
   morello db check                       verify every page of the database
   morello db merge a.sqlite b.sqlite -o all.sqlite   combine databases
@@ -101,6 +102,10 @@ def _add_spec_args(p: argparse.ArgumentParser) -> None:
                    help="matmul only: one dtype per operand (lhs,rhs,out), e.g. f32,bf16,f32 "
                         "(bf16 weights) or u8,s8,s32; inputs must widen exactly into the "
                         "output's dtype")
+    p.add_argument("--saturate", action="store_true",
+                   help="matmul with --dtypes u8,s8,s32 only: vpmaddubsw's product (each "
+                        "k-pair's sum saturated to s16; never for u8 values < 128), faster "
+                        "than the exact one")
     p.add_argument("--rhs-layout", default="rm", choices=("rm", "cm"),
                    help="matmul only: rhs row-major (rm, default) or column-major (cm: "
                         "the rows of a W[N x K] dotted with lhs, gemma's matvec)")
@@ -226,11 +231,11 @@ def _spec(args):
         if len(args.sizes) != 3:
             raise MorelloError(f"matmul takes three sizes M K N, got {len(args.sizes)}")
         return make(*args.sizes, batch=args.batch, dtypes=args.dtypes,
-                    rhs_layout=args.rhs_layout, **kw)
+                    rhs_layout=args.rhs_layout, saturate=args.saturate, **kw)
     if args.batch != 1:
         raise MorelloError("--batch is for matmul only")
-    if args.dtypes is not None or args.rhs_layout != "rm":
-        raise MorelloError("--dtypes and --rhs-layout are for matmul only")
+    if args.dtypes is not None or args.rhs_layout != "rm" or args.saturate:
+        raise MorelloError("--dtypes, --rhs-layout and --saturate are for matmul only")
     if "dim" in params:
         if args.dim is None and op in ("softmax", "bias"):
             args.dim = -1 if op == "softmax" else -2
@@ -265,7 +270,7 @@ def _chain_spec(args):
     import morello
 
     for flag, default in (("batch", 1), ("dim", None), ("value", 0.0), ("dtypes", None),
-                          ("rhs_layout", "rm")):
+                          ("rhs_layout", "rm"), ("saturate", False)):
         if getattr(args, flag) != default:
             raise MorelloError(f"--{flag} is not a parameter of {args.op}")
     kw = dict(dtype=args.dtype, target=args.target, serial=args.threads == 1)

@@ -106,6 +106,8 @@ class PrimKind(enum.IntEnum):
     SOFTMAX_ONLINE = 21
     SOFTMAX_DENOM_MAX_ACCUM = 22
     SOFTMAX_UNSCALED_ACCUM = 23
+    MATMUL_SAT16 = 24
+    MATMUL_SAT16_ACCUM = 25
 
     @property
     def info(self) -> KindInfo:
@@ -133,6 +135,8 @@ class KindInfo:
     - ``row_dim``: the output dim that also takes the target's row-only tile sizes.
     - ``scan``: the Spec dim ``params[0]`` may not be tiled (the output along it depends
       on all of it); such kinds are expanded by the Python rewrites, not the native core.
+    - ``widens``: inputs of narrow dtypes are widened by the Moves that copy them
+      (``rewrites.move.WIDEN_TO``); False for kinds whose kernels take them narrow.
     - ``computes``: the dtypes its output may have (the dtype it computes in); every
       input must widen into it exactly (``check_dtypes``).
     - ``reference(params, inputs, out)``: numpy semantics, written into the output
@@ -160,6 +164,7 @@ class KindInfo:
     row_dim: int | None = None
     scan: bool = False
     computes: tuple[Dtype, ...] = (Dtype.F32,)
+    widens: bool = True
     doc: str = ""
 
     @property
@@ -345,6 +350,30 @@ def _matmul_accum_ref(params, ins, out):
     return out
 
 
+def _sat16_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """sum over k-pairs of sat16(a[2j] b[2j] + a[2j+1] b[2j+1]), batched (b, m, k) @
+    (b, k, n), in int32; an odd last k is a product alone (it cannot saturate)."""
+    a32, b32 = a.astype(np.int32), b.astype(np.int32)
+    k = a.shape[-1]
+    acc = np.zeros(a.shape[:-1] + b.shape[-1:], np.int32)
+    for j in range(0, k, 2):
+        pair = a32[..., :, j:j + 1] * b32[..., j:j + 1, :]
+        if j + 1 < k:
+            pair = pair + a32[..., :, j + 1:j + 2] * b32[..., j + 1:j + 2, :]
+        acc += np.clip(pair, -32768, 32767)
+    return acc
+
+
+def _sat16_ref(params, ins, out):
+    np.copyto(out, _sat16_products(ins[0], ins[1]))
+    return out
+
+
+def _sat16_accum_ref(params, ins, out):
+    out += _sat16_products(ins[0], ins[1])
+    return out
+
+
 def _reduce_ref(fn):
     def ref(params, ins, out):
         return fn(ins[0], axis=params[0], keepdims=True, out=out)
@@ -378,6 +407,20 @@ KINDS: dict[PrimKind, KindInfo] = {
         "Matmul", 0, _matmul_accum_ref, flops_per_point=2, accumulates=True, staging="full",
         vrf_operands=(1, 2), l2_views=(0,), row_dim=1, computes=(Dtype.F32, Dtype.S32),
         doc="out += lhs @ rhs"),
+    # u8 x s8 with vpmaddubsw's semantics: the products of each k-pair summed with s16
+    # saturation (|sum| > 32767 only if both bytes of a pair are large: u8 values < 128
+    # never saturate), pairs added into s32. No Split: a loop over k must keep the pairs
+    # of the whole k, so its kernels loop over all of k themselves.
+    PrimKind.MATMUL_SAT16: KindInfo(
+        "MatmulSat16", (), ("lhs", "rhs", "out"), (0, 1), (2,), (4, 4), _matmul_map,
+        "MatmulSat16", 1, _sat16_ref, flops_per_point=2, accum=PrimKind.MATMUL_SAT16_ACCUM,
+        init=0.0, staging="full", vrf_operands=(2,), row_dim=1, computes=(Dtype.S32,),
+        widens=False, doc="out = lhs @ rhs, each k-pair's sum saturated to s16"),
+    PrimKind.MATMUL_SAT16_ACCUM: KindInfo(
+        "MatmulSat16Accum", (), ("lhs", "rhs", "out"), (0, 1, 2), (2,), (4, 4), _matmul_map,
+        "MatmulSat16", 0, _sat16_accum_ref, flops_per_point=2, staging="full",
+        vrf_operands=(2,), row_dim=1, computes=(Dtype.S32,), widens=False,
+        doc="out += lhs @ rhs, each k-pair's sum saturated to s16"),
     PrimKind.MOVE: KindInfo(
         "Move", (), ("src", "dst"), (0,), (1,), (1, MAX_RANK), _same(2), "Move", None,
         _copy_ref, computes=ANY_DTYPE, doc="dst = src (widened, if dst is wider)"),

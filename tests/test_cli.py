@@ -102,7 +102,7 @@ def test_unsupported_dtype_is_refused(db):
     assert_one_line_error(morello("synth", "matmul", "2", "2", "2", "--dtypes", "f32,s8,s32",
                                   tmp_db=db), "does not widen")
     assert_one_line_error(morello("synth", "add", "2", "--dtypes", "f32,f32,f32",
-                                  tmp_db=db), "matmul only")
+                                  tmp_db=db), "for matmul only")
 
 
 def test_unknown_target_is_refused(db):

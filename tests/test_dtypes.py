@@ -106,3 +106,34 @@ def test_integer_matmul_is_exact(m, k, n, dtypes):
     got = fn(a, b)
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got, a.astype(np.int32) @ b.astype(np.int32))
+
+
+@pytest.mark.isa("avx2")
+@pytest.mark.parametrize("m, k, n, kernel", [
+    (8, 8, 8, "MaddubsLoop"),       # quads of rhs rows, vpmaddubsw over all of k
+    (5, 6, 24, "MultAddSat16Loop"),  # k not a multiple of 4: the scalar loop
+])
+def test_saturating_matmul_matches_its_reference(m, k, n, kernel):
+    from morello.kinds import _sat16_products
+
+    prog = morello.synthesize(morello.matmul(m, k, n, dtypes="u8,s8,s32", saturate=True),
+                              db=False)
+    assert kernel in _kernels(prog), prog.impl.pformat()
+    fn = prog.compile()
+    ok, err = prog.verify(fn)
+    assert ok and err == 0.0
+    # Where it saturates: 255 * 127 twice is 64770, clipped to 32767 per pair; the exact
+    # product differs, the saturating reference does not.
+    a = np.full((m, k), 255, np.uint8)
+    b = np.full((k, n), 127, np.int8)
+    got = fn(a, b)
+    np.testing.assert_array_equal(got, _sat16_products(a[None], b[None])[0])
+    assert (got != a.astype(np.int32) @ b.astype(np.int32)).all()
+    # Below 128 it never saturates: the exact product.
+    small = (a // 2).astype(np.uint8)
+    np.testing.assert_array_equal(fn(small, b), small.astype(np.int32) @ b.astype(np.int32))
+
+
+def test_saturate_needs_u8_s8_s32():
+    with pytest.raises(SpecError, match="saturate=True"):
+        morello.matmul(4, 4, 4, dtypes="s8,s8,s32", saturate=True)

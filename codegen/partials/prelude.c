@@ -52,6 +52,16 @@ static inline int32_t morello_pair_s16(const int16_t *p) {
     return v;
 }
 
+static inline int32_t morello_quad_u8(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+/* The pair sum of vpmaddubsw: saturated to s16. */
+static inline int32_t morello_sat16(int32_t v) {
+    return v > 32767 ? 32767 : (v < -32768 ? -32768 : v);
+}
+
 /* What kernel() returns when a buffer could not be allocated. */
 #define MORELLO_ENOMEM 1
 

@@ -279,6 +279,132 @@ def _madd_cost(s: Spec, t: Target) -> int:
     return m * (n // 8) * (c.fma + c.fma // 4) + (n // 8) * c.vector_move + m * pair
 
 
+def _quad_rows(t: TensorSpec) -> bool:
+    """A ``[1, k, n]`` tensor stored as quads of rows, each column's four bytes side by
+    side (``rewrites.move.quad_layout``): innermost k by 4 (or k = 4 itself), then n."""
+    dims = t.layout.dims
+    if t.shape[1] % 4 or len(dims) < 2 or t.contig < 2:
+        return False
+    inner, nxt = dims[-1], dims[-2]
+    quad = inner.dim == 1 and (inner.pack == 4 or (inner.pack is None and t.shape[1] == 4))
+    return quad and nxt.dim == 2 and nxt.pack is None
+
+
+def _maddubs_check(spec: Spec, target: Target) -> Reason:
+    lhs, rhs, out = spec.operands
+    b, m, k, n = spec.shape
+    if b != 1 or k % 4 or n % 8 or n > 24:
+        return "needs b = 1, k a multiple of 4, n a multiple of 8 up to 24"
+    if lhs.dtype is not Dtype.U8 or rhs.dtype is not Dtype.S8 or out.dtype is not Dtype.S32:
+        return "u8 x s8 -> s32 only"
+    if lhs.level.counts_registers or lhs.contig < 1 or lhs.stream_dim != 2:
+        return "lhs rows must be contiguous in memory"
+    if rhs.level.counts_registers or not _quad_rows(rhs):
+        return "rhs must be in memory, in quads of rows"
+    if out.level is not Level.VRF or not out.contiguous or out.vector_size != 8:
+        return "out must be contiguous s32 vectors of 8"
+    if m * (n // 8) + n // 8 + 2 > target.capacity[Level.VRF]:
+        return "the register tile does not fit"
+    return None
+
+
+def _maddubs_emit(w, spec, ops, vt) -> None:
+    lhs, rhs, out = ops
+    m, k, n = spec.shape[1], spec.shape[2], spec.shape[3]
+    nv = n // 8
+    with w.block("{"):
+        w.line("const __m256i ones = _mm256_set1_epi16(1);")
+        for i in range(m):
+            w.line(f"const uint8_t *a{i} = {lhs.ptr_at((0, i, 0)) if i else lhs.ptr(0)};")
+        w.line(f"const int8_t *b = {rhs.ptr(0)};")
+        step = f"{rhs.ptr_at((0, 4, 0))} - b" if k > 4 else "0"
+        w.line(f"const long bs = {step};")
+        with w.block(f"for (long q = 0; q < {k}; q += 4, b += bs) {{"):
+            for j in range(nv):
+                w.line(f"const __m256i b{j} = _mm256_loadu_si256((const __m256i *)(b + {32 * j}));")
+            for i in range(m):
+                w.line(f"const __m256i x{i} = _mm256_set1_epi32(morello_quad_u8(a{i} + q));")
+                for j in range(nv):
+                    o = out.vec(i * nv + j)
+                    w.line(f"{o} = _mm256_add_epi32({o}, _mm256_madd_epi16("
+                           f"_mm256_maddubs_epi16(x{i}, b{j}), ones));")
+
+
+def _maddubs_cost(s: Spec, t: Target) -> int:
+    m, k, n = s.shape[1], s.shape[2], s.shape[3]
+    c = t.costs
+    lhs, rhs = s.operands[0], s.operands[1]
+    # vpmaddubsw + vpmaddwd + vpaddd: three ops (two on the FMA ports) for 32
+    # multiply-adds, about 1.5 FMAs; operands outside L1 pay their lines.
+    mem = sum(move_cost(x, t) for x in (lhs, rhs) if x.level is not Level.L1)
+    return ((k // 4) * (m * (n // 8) * (c.fma + c.fma // 2) + (n // 8) * c.vector_move
+                        + m * c.broadcast) + mem)
+
+
+def _sat_scalar_check(spec: Spec, target: Target) -> Reason:
+    lhs, rhs, out = spec.operands
+    b, m, k, n = spec.shape
+    if (b, m, n) != (1, 1, 1):
+        return "one output element"
+    if out.volume != 1 or not _rf_or_l1(out):
+        return "out must be a scalar in RF or L1"
+    for t in (lhs, rhs):
+        if t.level.counts_registers or t.layout.is_packed:
+            return "lhs and rhs must be unpacked, in memory"
+    return None
+
+
+def _sat_scalar_emit(w, spec, ops, vt) -> None:
+    lhs, rhs, out = ops
+    k = spec.shape[2]
+    with w.block("{"):
+        w.line(f"const {lhs.spec.dtype.c_type} *a = {lhs.ptr(0)};")
+        w.line(f"const {rhs.spec.dtype.c_type} *b = {rhs.ptr(0)};")
+        for name, o in (("as", lhs), ("bs", rhs)):
+            ptr = "a" if name == "as" else "b"
+            step = f"{o.ptr_at((0, 0, 1) if o is lhs else (0, 1, 0))} - {ptr}" if k > 1 else "0"
+            w.line(f"const long {name} = {step};")
+        w.line("int32_t acc = 0;")
+        with w.block(f"for (long q = 0; q + 1 < {k}; q += 2) {{"):
+            w.line("acc += morello_sat16((int32_t)a[q * as] * b[q * bs] + "
+                   "(int32_t)a[(q + 1) * as] * b[(q + 1) * bs]);")
+        if k % 2:
+            w.line(f"acc += (int32_t)a[{k - 1} * as] * b[{k - 1} * bs];")
+        w.line(f"{out.lval()} += acc;")
+
+
+def _quad_pack_check(spec: Spec, target: Target) -> Reason:
+    src, dst = spec.operands
+    if len(spec.shape) != 3 or spec.shape[0] != 1 or spec.shape[1] != 4 \
+            or spec.shape[2] % 8:
+        return "needs [1, 4, n] with n a multiple of 8"
+    if src.dtype.size != 1 or dst.dtype is not src.dtype:
+        return "bytes only"
+    if src.level is not Level.L1 or src.contig < 1 or src.stream_dim != 2:
+        return "src rows must be contiguous in L1"
+    if dst.level is not Level.L1 or not dst.contiguous or not _quad_rows(dst):
+        return "dst must be contiguous in L1, in a quad of rows"
+    return None
+
+
+def _quad_pack_emit(w, spec, ops, vt) -> None:
+    src, dst = ops
+    n = spec.shape[2]
+    ct = src.spec.dtype.c_type
+    with w.block("{"):
+        for r in range(4):
+            w.line(f"const {ct} *r{r} = {src.ptr_at((0, r, 0)) if r else src.ptr(0)};")
+        w.line(f"{ct} *d = {dst.ptr(0)};")
+        with w.block(f"for (long j = 0; j < {n}; j += 8) {{"):
+            for r in range(4):
+                w.line(f"const __m128i x{r} = _mm_loadl_epi64((const __m128i *)(r{r} + j));")
+            w.line("const __m128i p01 = _mm_unpacklo_epi8(x0, x1), "
+                   "p23 = _mm_unpacklo_epi8(x2, x3);")
+            w.line("_mm_storeu_si128((__m128i *)(d + 4 * j), _mm_unpacklo_epi16(p01, p23));")
+            w.line("_mm_storeu_si128((__m128i *)(d + 4 * j + 16), "
+                   "_mm_unpackhi_epi16(p01, p23));")
+
+
 # --- Move ----------------------------------------------------------------------------
 
 def _assign_check(spec: Spec, target: Target) -> Reason:
@@ -967,6 +1093,16 @@ KERNELS: tuple[Kernel, ...] = (
            "out (s32 vectors) += pairs of lhs (u8/s8/s16) times interleaved s16 rhs rows "
            "(vpmaddwd: exact, no saturation for 8-bit inputs)", unit_dims=(0,),
            needs_vrf=True),
+    # Saturating u8 x s8 (MatmulSat16): the k loop is the kernel's (no Split may cut k).
+    Kernel("MaddubsLoop", PrimKind.MATMUL_SAT16_ACCUM, _maddubs_check, _maddubs_cost, 2,
+           _maddubs_emit, "out (s32 vectors) += u8 rows times s8 quads of rows, all of k "
+           "(vpmaddubsw: each pair's sum saturates to s16; vpmaddwd by ones; vpaddd)",
+           unit_dims=(0,), needs_vrf=True),
+    Kernel("MultAddSat16Loop", PrimKind.MATMUL_SAT16_ACCUM, _sat_scalar_check,
+           lambda s, t: s.shape[2] * (4 * t.costs.scalar_op + t.costs.vector_move)
+           + _io(s, t), 0, _sat_scalar_emit,
+           "one output element: the k-pairs' products summed with s16 saturation, scalar",
+           unit_dims=(0, 1, 3)),
     Kernel("Assign", PrimKind.MOVE, _assign_check,
            lambda s, t: t.costs.scalar_op + _io(s, t), 0, _assign_emit, "scalar copy",
            scalar=True),
@@ -981,6 +1117,9 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("WidenCopyBf16", PrimKind.MOVE, _widen_copy_check,
            lambda s, t: _stream_cost(s.volume, t, 3, 0) + _io(s, t), 0, _widen_copy_emit,
            "bf16 widened into an f32 buffer, both contiguous in L1"),
+    Kernel("QuadPack", PrimKind.MOVE, _quad_pack_check,
+           lambda s, t: 6 * t.costs.vector_move * (s.shape[2] // 8) + _io(s, t), 0,
+           _quad_pack_emit, "four rows of bytes interleaved by column (vpmaddubsw's order)"),
     Kernel("WidenPairPack", PrimKind.MOVE, _pair_pack_check,
            lambda s, t: 3 * t.costs.vector_move * (s.shape[2] // 8) + _io(s, t), 0,
            _pair_pack_emit, "two rows of u8/s8 widened into s16, interleaved (vpmaddwd's "

@@ -183,9 +183,11 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
     cands = layout_candidates(t.shape)
     # Only relayout "forward" in the candidate order, so relayout chains are finite.
     start = cands.index(t.layout) + 1 if t.layout in cands else 0
+    if t.layout in (quad_layout(t.shape), pair_layout(t.shape)):
+        start = len(cands)  # the kernels' orders are the last of the chain
     # An input of a narrow dtype is widened by the Moves that copy it (into registers
     # or a buffer); kernels compute in the wide dtype. Views keep it narrow.
-    wide = WIDEN_TO.get(t.dtype) if i not in info.writes else None
+    wide = WIDEN_TO.get(t.dtype) if i not in info.writes and info.widens else None
     for level in DESTINATIONS[t.level]:
         if level is Level.VRF:
             # Only operands some kernel reads from vector registers (not Matmul's lhs).
@@ -221,6 +223,11 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
                     acts.extend(Move(i, level, lay) for lay in cands[start:])
                 elif level is Level.L1 and t.level > Level.L1:
                     acts.extend(Move(i, level, lay) for lay in cands[start:] if lay.is_packed)
+                # Bytes kept narrow may be packed in quads of rows (vpmaddubsw's order).
+                # (From row-major only, so that no chain of relayouts is offered.)
+                quad = quad_layout(t.shape) if t.dtype.size == 1 and start == 1 else None
+                if quad is not None and quad != t.layout and level in (Level.GL, Level.L1):
+                    acts.append(Move(i, level, quad))
             if i not in info.writes:
                 # Widening copies: bf16 into any candidate layout (the same one
                 # included); 8-bit integers into row-major or row pairs (vpmaddwd's order).
@@ -241,6 +248,18 @@ def pair_layout(shape: tuple[int, ...]) -> Layout | None:
     if rank < 2 or shape[rank - 2] % 2:
         return None
     lay = layouts.packed(layouts.row_major(rank), rank - 2, 2)
+    return layouts.canonicalize(lay, shape, len(lay.dims))[0]
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def quad_layout(shape: tuple[int, ...]) -> Layout | None:
+    """Rows taken four at a time, each column's four bytes side by side
+    (``[k/4][n][4]``): the operand order of vpmaddubsw + vpmaddwd (None unless the rows
+    are a multiple of 4)."""
+    rank = len(shape)
+    if rank < 2 or shape[rank - 2] % 4:
+        return None
+    lay = layouts.packed(layouts.row_major(rank), rank - 2, 4)
     return layouts.canonicalize(lay, shape, len(lay.dims))[0]
 
 
