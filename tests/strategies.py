@@ -20,7 +20,15 @@ from morello.rewrites.move import layout_candidates
 from morello.specs import PrimKind, Spec, operand_shapes
 from morello.tensorspec import TensorSpec
 
-MATMUL_KINDS = (PrimKind.MATMUL, PrimKind.MATMUL_ACCUM)
+MATMUL_KINDS = (PrimKind.MATMUL, PrimKind.MATMUL_ACCUM, PrimKind.MATMUL_SAT16,
+                PrimKind.MATMUL_SAT16_ACCUM)
+# Operand dtypes a matmul of each family takes (f32 drawn most often).
+MATMUL_DTYPES = {
+    "Matmul": [(Dtype.F32,) * 3] * 3 + [(Dtype.F32, Dtype.BF16, Dtype.F32),
+                                        (Dtype.U8, Dtype.S8, Dtype.S32),
+                                        (Dtype.S16, Dtype.S8, Dtype.S32)],
+    "MatmulSat16": [(Dtype.U8, Dtype.S8, Dtype.S32)],
+}
 
 
 def pow2_or_zero_st(top: int) -> st.SearchStrategy[int]:
@@ -110,13 +118,16 @@ def _dim_st(max_dim: int) -> st.SearchStrategy[int]:
 
 @st.composite
 def matmul_spec_st(draw, kinds=MATMUL_KINDS, max_dim: int = 4, max_batch: int = 1,
-                   levels=LEVELS, limits=None, dtype: Dtype = Dtype.F32) -> Spec:
-    """A canonical Matmul or MatmulAccum ``[b, m, k, n]`` with small dims."""
+                   levels=LEVELS, limits=None, dtype: Dtype | None = None) -> Spec:
+    """A canonical Spec of the Matmul families ``[b, m, k, n]`` with small dims, over
+    one of the dtype mixes of its family (``MATMUL_DTYPES``) unless ``dtype`` is given."""
     kind = draw(st.sampled_from(kinds))
     shape = (draw(_dim_st(max_batch)),) + tuple(
         draw(_dim_st(max_dim)) for _ in range(3))
-    ops = tuple(draw(tensorspec_st(s, dtype, levels))
-                for s in operand_shapes(kind, shape))
+    dts = (dtype,) * 3 if dtype is not None else draw(
+        st.sampled_from(MATMUL_DTYPES[KINDS[kind].family]))
+    ops = tuple(draw(tensorspec_st(s, dt, levels))
+                for s, dt in zip(operand_shapes(kind, shape), dts))
     lim = draw(limits if limits is not None else limits_st())
     return Spec(kind, shape, ops, draw(st.booleans()), lim).canonical()
 
@@ -146,7 +157,8 @@ def prim_spec_st(draw, kinds=None, max_dim: int = 4, ranks=(1, 2, 3), levels=LEV
                  limits=None, dtype: Dtype = Dtype.F32) -> Spec:
     """A canonical Spec of any kind in ``kinds`` (default: every kind but the Matmul
     family, whose rank is fixed) of a rank in ``ranks``, with its parameters."""
-    kinds = kinds or [k for k in PrimKind if KINDS[k].family != "Matmul"]
+    kinds = kinds or [k for k in PrimKind if KINDS[k].ranks[0] <= max(ranks)
+                      and k not in MATMUL_KINDS]
     kind = draw(st.sampled_from(kinds))
     lo, hi = KINDS[kind].ranks
     rank = draw(st.sampled_from([r for r in ranks if lo <= r <= hi]))
@@ -180,13 +192,16 @@ def spec_st(max_dim: int = 4, limits=None, levels=LEVELS,
 @st.composite
 def gl_matmul_spec_st(draw, max_dim: int = 4, max_batch: int = 1, limits=None,
                       serial=None) -> Spec:
-    """A row-major Matmul in GL, as users write them (``morello.matmul``)."""
+    """A row-major Matmul in GL, as users write them (``morello.matmul``), over any
+    dtype mix (f32 most often) or the saturating u8 x s8 one."""
     shape = (draw(_dim_st(max_batch)),) + tuple(
         draw(_dim_st(max_dim)) for _ in range(3))
+    kind = draw(st.sampled_from([PrimKind.MATMUL] * 5 + [PrimKind.MATMUL_SAT16]))
+    dts = draw(st.sampled_from(MATMUL_DTYPES[KINDS[kind].family]))
     ops = tuple(
-        TensorSpec(s, Dtype.F32, Level.GL, layouts.row_major(3), 3).canonical()
-        for s in operand_shapes(PrimKind.MATMUL, shape)
+        TensorSpec(s, dt, Level.GL, layouts.row_major(3), 3).canonical()
+        for s, dt in zip(operand_shapes(kind, shape), dts)
     )
     lim = draw(limits if limits is not None else limits_st())
     ser = draw(st.booleans()) if serial is None else serial
-    return Spec(PrimKind.MATMUL, shape, ops, ser, lim)
+    return Spec(kind, shape, ops, ser, lim)
