@@ -27,3 +27,41 @@ def test_register_tile_inner_loop_has_register_fmas_and_no_vector_spills():
     assert all(re.fullmatch(r"%ymm\d+,%ymm\d+,%ymm\d+", ops) for ops in fmas), fmas
     spills = [l for l in body.splitlines() if "%ymm" in l and "(%rsp)" in l]
     assert not spills, spills
+
+
+def _inner_loop(prog, op: str) -> str:
+    """The kernel's straight-line block between jumps with the most ``op`` instructions."""
+    fn = prog.compile()
+    asm = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(fn.path)],
+                         capture_output=True, text=True, check=True).stdout
+    body = asm.split("<kernel>:")[1].split("\n\n")[0]
+    blocks = re.split(r"\n\s*\w+:\s+j\w+ ", body)
+    return max(blocks, key=lambda b: len(re.findall(op, b)))
+
+
+@pytest.mark.isa("avx2")
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump not installed")
+def test_bf16_dot_loop_widens_by_shift_and_mask_without_spills():
+    """gemma's matvec: 8 weight rows at once, each 16 bf16 widened by one shift and one
+    mask (no vpmovzxwd), two FMAs per row, nothing spilled."""
+    prog = morello.synthesize(morello.matmul(1, 512, 1024, dtypes=("f32", "bf16", "f32"),
+                                             rhs_layout="cm"), db=False)
+    loop = _inner_loop(prog, r"vfmadd")
+    assert len(re.findall(r"vfmadd\w+", loop)) == 16, loop
+    assert len(re.findall(r"vpslld", loop)) == 8 and len(re.findall(r"vpand", loop)) == 8
+    assert "vpmovzxwd" not in loop
+    assert not [line for line in loop.splitlines() if "%ymm" in line and "(%rsp)" in line]
+
+
+@pytest.mark.isa("avx2")
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump not installed")
+def test_saturating_int_loop_is_maddubs_madd_add_in_registers():
+    prog = morello.synthesize(morello.matmul(64, 64, 64, dtypes="u8,s8,s32", saturate=True),
+                              db=False)
+    loop = _inner_loop(prog, r"vpmaddubsw")
+    n = len(re.findall(r"vpmaddubsw", loop))
+    assert n >= 6, loop
+    assert len(re.findall(r"vpmaddwd", loop)) == n and len(re.findall(r"vpaddd", loop)) >= n
+    # No accumulator is reloaded from the stack. (gcc 12 keeps one of the 8 stored there
+    # every iteration, a store no load waits for, whatever the C's form.)
+    assert not [line for line in loop.splitlines() if re.search(r"\(%rsp\),%ymm", line)]
