@@ -35,10 +35,19 @@ def cache_dir() -> Path:
         return Path(tempfile.mkdtemp(prefix="morello-build-"))
 
 
+def extra_flags() -> list[str]:
+    """``$MORELLO_CFLAGS``, split on spaces: flags added after morello's own (e.g.
+    ``-funroll-loops``, or ``-O2`` to override ``-O3``), for measuring compilers and flags
+    on the same emitted C."""
+    return os.environ.get("MORELLO_CFLAGS", "").split()
+
+
 def compile_c(source: str, target_flags: tuple[str, ...], openmp: bool = False) -> Path:
-    """Compile ``source`` to a shared library (cached by content); return its path."""
+    """Compile ``source`` to a shared library (cached by content, compiler and flags);
+    return its path. ``$CC`` chooses the compiler, ``$MORELLO_CFLAGS`` adds flags."""
     cc = find_compiler()
-    flags = list(CFLAGS) + list(target_flags) + (["-fopenmp"] if openmp else [])
+    flags = (list(CFLAGS) + list(target_flags) + (["-fopenmp"] if openmp else [])
+             + extra_flags())
     key = hashlib.sha256((source + " ".join(flags) + cc).encode()).hexdigest()[:20]
     d = cache_dir()
     so = d / f"k{key}.so"

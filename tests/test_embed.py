@@ -118,3 +118,17 @@ def test_bad_names_give_one_line(tmp_path, argv, message):
     code, out, err = run_cli(["emit", "matmul", "2", "2", "2", *argv, "--db",
                               str(tmp_path / "db.sqlite"), "-q"])
     assert code == 2 and message in err and err.count("\n") == 1, err
+
+
+def test_extra_compiler_flags_are_passed_and_part_of_the_cache_key(monkeypatch):
+    from morello.codegen import compile_c
+    from morello.errors import BuildError
+
+    src = "int kernel_probe(void) { return 7; }\n"
+    plain = compile_c(src, ())
+    monkeypatch.setenv("MORELLO_CFLAGS", "-funroll-loops")
+    unrolled = compile_c(src, ())
+    assert unrolled != plain and unrolled.exists()
+    monkeypatch.setenv("MORELLO_CFLAGS", "-fno-such-flag-for-morello")
+    with pytest.raises(BuildError, match="no-such-flag"):
+        compile_c(src, ())

@@ -122,9 +122,11 @@ def test_every_new_kernel_row_is_tested():
     new_kinds = set(PrimKind) - {PrimKind.MATMUL, PrimKind.MATMUL_ACCUM, PrimKind.MOVE,
                                  PrimKind.FILL}
     rows = {k.name for k in TABLE.kernels if k.kind in new_kinds} | {"L1Fill"}
-    # Kernels with two written operands are tested below.
+    # Kernels with two written operands are tested below; the saturating integer ones
+    # against their saturating reference in tests/test_dtypes.py.
     assert rows == set(KERNEL_SPECS) | {"VectorExpStoreSum", "VectorExpStoreSumAccum",
-                                        "VectorOnlineDenomMax"}
+                                        "VectorOnlineDenomMax", "MaddubsLoop",
+                                        "MultAddSat16Loop"}
 
 
 @pytest.mark.isa("avx2")
