@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from timers import c_timer, py_timer
+from timers import c_timer, optional_torch, py_timer
 
 import morello
 from morello import Bufferize, TileOut
@@ -108,11 +108,7 @@ def main() -> None:
     ap.add_argument("--only", default=None, help="run the chains whose name contains this")
     ap.add_argument("--target", default="avx2", help="avx2 (default) or avx512")
     args = ap.parse_args()
-    try:
-        import torch
-        torch.set_num_threads(1)
-    except ImportError:
-        torch = None
+    torch = optional_torch()
     print(f"target {args.target}; torch: "
           f"{'not importable' if torch is None else torch.__version__}\n")
     print("| chain | search µs (cost) | unfused µs (cost) | fused µs (cost) | numpy µs | "

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import ml_dtypes
 import numpy as np
-from timers import c_timer, py_timer
+from timers import c_timer, optional_torch, py_timer
 
 import morello
 from morello import calibrate
@@ -56,11 +56,7 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=2048)
     ap.add_argument("--n", type=int, default=16384)
     args = ap.parse_args()
-    try:
-        import torch
-        torch.set_num_threads(1)
-    except ImportError:
-        torch = None
+    torch = optional_torch()
     lib = calibrate._lib(AVX2)
     rng = np.random.default_rng(0)
     cases = [(args.k, args.n, "rm"), (args.k, args.n, "cm"), (512, 1024, "rm"),

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from timers import c_timer, py_timer
+from timers import c_timer, optional_torch, py_timer
 
 import morello
 from morello import calibrate
@@ -37,11 +37,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
     args = ap.parse_args()
-    try:
-        import torch
-        torch.set_num_threads(1)
-    except ImportError:
-        torch = None
+    torch = optional_torch()
     lib = calibrate._lib(AVX2)
 
     def read_bw() -> float:

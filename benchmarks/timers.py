@@ -32,3 +32,13 @@ def c_timer(fn, ins, out):
     """The same for a compiled morello program, timed inside C."""
     iters = max(1, int(0.02 / max(fn.time(*ins, iters=1, out=out), 1e-9)))
     return lambda: min(fn.time(*ins, iters=iters, out=out) for _ in range(3))
+
+
+def optional_torch():
+    """torch on one thread, or None when it is not importable (an optional comparison)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(1)
+    return torch

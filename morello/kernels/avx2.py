@@ -244,10 +244,16 @@ def _madd_check(spec: Spec, target: Target) -> Reason:
         return "lhs rows must be contiguous"
     if rhs.level is not Level.L1 or rhs.dtype is not Dtype.S16 or not _pairs_along_k(rhs):
         return "rhs must be s16 in L1, its two rows interleaved"
+    return _s32_tile(out, m, n, 1, target)
+
+
+def _s32_tile(out: TensorSpec, m: int, n: int, extra: int, target: Target) -> Reason:
+    """An integer register tile: out as contiguous s32 vectors of 8, its ``m * n / 8``
+    accumulators, the ``n / 8`` rhs vectors and ``extra`` more fitting the registers."""
     if out.level is not Level.VRF or not out.contiguous or out.vector_size != 8 \
             or out.dtype is not Dtype.S32:
         return "out must be contiguous s32 vectors of 8"
-    if m * (n // 8) + n // 8 + 1 > target.capacity[Level.VRF]:
+    if m * (n // 8) + n // 8 + extra > target.capacity[Level.VRF]:
         return "the register tile does not fit"
     return None
 
@@ -301,13 +307,9 @@ def _maddubs_check(spec: Spec, target: Target) -> Reason:
         return "lhs rows must be contiguous in memory"
     if rhs.level.counts_registers or not _quad_rows(rhs):
         return "rhs must be in memory, in quads of rows"
-    if out.level is not Level.VRF or not out.contiguous or out.vector_size != 8:
-        return "out must be contiguous s32 vectors of 8"
-    # Accumulators, rhs vectors, the ones and a broadcast, and one to spare (at 16 the
-    # compiler spills: checked in tests/test_asm.py).
-    if m * (n // 8) + n // 8 + 3 > target.capacity[Level.VRF]:
-        return "the register tile does not fit"
-    return None
+    # Beyond accumulators and rhs vectors: the ones, a broadcast, and one to spare (at
+    # 16 the compiler spills: checked in tests/test_asm.py).
+    return _s32_tile(out, m, n, 3, target)
 
 
 def _maddubs_emit(w, spec, ops, vt) -> None:
