@@ -440,20 +440,23 @@ cdef class Solver:
 
     def persist(self, flush=None):
         """Write every entry the search found (not yet written) into the pages; return
-        how many. Entries go in page order, and ``flush()``, if given, is called after
-        each page's entries (the store writes and releases it then, so the pages of a
-        large search are never all in memory at once)."""
+        how many. Entries go in page order, a page's entries at once (``put_page``), and
+        ``flush()``, if given, is called after each page (the store writes and releases
+        it then, so the pages of a large search are never all in memory at once)."""
         cdef int64_t lo[HARD_MAX_POINT]
         cdef int64_t hi[HARD_MAX_POINT]
         cdef int64_t key[KEY_WIDTH]
-        cdef int64_t val[MAX_NVALUES]
-        cdef int64_t m, i, vol, g, a, fam, n = 0, l, L = self.L, e, count = 0
+        cdef int64_t m, i, vol, g, a, fam, n = 0, l, L = self.L, e, count = 0, w, nd, d
+        cdef int64_t group_fam = -1, group_n = 0, cap = 0
         cdef persist_t* todo = NULL
+        cdef int64_t* rows = NULL
+        cdef int64_t* r
         cdef uint64_t prev = 0
         if self.pages is None:
             return 0
-        if 4 + L > MAX_NVALUES:
-            raise ValueError(f"{4 + L} values per box exceed MAX_NVALUES {MAX_NVALUES}")
+        if 4 + L > MAX_NVALUES or self.pages.nvalues != 4 + L:
+            raise ValueError(f"{4 + L} values per box: more than MAX_NVALUES {MAX_NVALUES} "
+                             f"or not the pages' {self.pages.nvalues}")
         for i in range(self.memo_head.n):
             m = self.memo_head.data[i]
             while m >= 0:
@@ -478,25 +481,42 @@ cdef class Solver:
             for count in range(e):
                 i = todo[count].id
                 m = todo[count].entry
-                if count > 0 and todo[count].page != prev and flush is not None:
-                    flush()
-                prev = todo[count].page
-                self.m_persist.data[m] = 0
                 fam = self.graph.point(i, self.m_hi.data + m * L, hi)
+                if count > 0 and (todo[count].page != prev or fam != group_fam):
+                    self.pages.put_page(group_fam, group_n, rows)
+                    group_n = 0
+                    if flush is not None:
+                        flush()
+                prev = todo[count].page
+                group_fam = fam
+                self.m_persist.data[m] = 0
                 self.graph.point(i, self.m_lo.data + m * L, lo)
+                nd = self.pages.g_ndim.data[fam]
+                w = 2 * nd + 4 + L
+                if group_n >= cap:
+                    cap = 2 * cap if cap else 256
+                    _grow(<void**>&rows, cap * (2 * HARD_MAX_POINT + MAX_NVALUES)
+                          * sizeof(int64_t))
+                r = rows + group_n * w
+                for d in range(nd):
+                    r[d] = lo[d]
+                    r[nd + d] = hi[d]
                 vol = self.graph.volume(i)
                 a = self.m_main.data[m]
                 g = _gcd(a, vol) if a else vol
-                val[0] = a // g
-                val[1] = vol // g
+                r[2 * nd] = a // g
+                r[2 * nd + 1] = vol // g
                 for l in range(L):
-                    val[2 + l] = self.m_peaks.data[m * L + l]
-                val[2 + L] = self.m_depth.data[m]
-                val[3 + L] = self.m_action.data[m]
-                self.pages.put(fam, lo, hi, val)
+                    r[2 * nd + 2 + l] = self.m_peaks.data[m * L + l]
+                r[2 * nd + 2 + L] = self.m_depth.data[m]
+                r[2 * nd + 3 + L] = self.m_action.data[m]
+                group_n += 1
                 n += 1
+            if group_n:
+                self.pages.put_page(group_fam, group_n, rows)
             if flush is not None:
                 flush()
         finally:
             free(todo)
+            free(rows)
         return n

@@ -24,6 +24,10 @@ from libc.string cimport memcpy
 from morello._vec cimport _map_free, _map_get, _map_put, _push, _vec_free, vec_t
 
 
+cdef extern from *:
+    int __builtin_clzll(unsigned long long x) noexcept nogil
+
+
 @cython.final
 cdef class SpecGraph:
     """Interned logical Specs and the tables of their forms (see the module docstring).
@@ -311,11 +315,7 @@ cdef class SpecGraph:
         for l in range(self.n_levels):
             v = limits[l]
             if not self.reg[l]:
-                j = 0
-                while v > 0:
-                    v >>= 1
-                    j += 1
-                v = j
+                v = 64 - __builtin_clzll(<unsigned long long>v) if v > 0 else 0  # bit length
             out[n + l] = v
         return self.id_table.data[i]
 

@@ -8,7 +8,8 @@ when the loaded bytes exceed a budget; dirty pages stay until the store saves th
 C-level contract (cimported by morello._dp, keep stable): ``lookup(table, point, val,
 lo, hi)`` finds the box holding ``point`` (loading its page) and copies its value row and
 corners, returning 1, or returns 0; ``put(table, lo, hi, val)`` stores a box (splitting it
-along page boundaries). Both take points of the table's ``ndim`` coordinates. Pages read
+along page boundaries); ``put_page(table, n, rows)`` stores the rows ``[lo, hi, val]`` of
+one page, in bulk when they are its first new boxes. Both take points of the table's ``ndim`` coordinates. Pages read
 from the store are FrozenPages (compact, read-only); a put turns its page into a
 MemoTable.
 """
@@ -17,6 +18,10 @@ from libc.stdint cimport int32_t, int64_t, uint64_t
 
 from morello._memo cimport MemoTable
 from morello._vec cimport map_t, vec_t
+
+cdef extern from *:
+    int __builtin_clzll(unsigned long long x) noexcept nogil
+
 
 cdef enum:
     PAGE_MAX_NDIM = 32       # most coordinates of a point (morello._memo MAX_NDIM)
@@ -28,14 +33,11 @@ cdef inline int64_t page_of(int64_t x, int64_t block) noexcept nogil:
     """The page of coordinate value ``x >= 0`` under ``block``: ``x // block`` for a
     block > 0; for a block -1 - s < 0, pages that double in length after a first one of
     2^s values (``max(0, bit_length(x) - s)``); 0 for block 0 (unpaged)."""
-    cdef int64_t p = 0
+    cdef int64_t p
     if block > 0:
         return x // block
     if block < 0:
-        while x > 0:
-            x >>= 1
-            p += 1
-        p += block + 1
+        p = (64 - __builtin_clzll(<unsigned long long>x) if x > 0 else 0) + block + 1
         return p if p > 0 else 0
     return 0
 
@@ -71,6 +73,7 @@ cdef class FrozenPage:
     cdef int32_t* order                      # (n,) box of each sorted hash
 
     cdef int64_t col(self, int64_t c, int64_t i) noexcept nogil
+    cdef void _column(self, int64_t c, int64_t* out) noexcept nogil
     cdef uint64_t _hash(self, const int64_t* pt) noexcept nogil
     cdef int64_t locate(self, const int64_t* pt) noexcept nogil
 
@@ -85,6 +88,7 @@ cdef class PageCache:
     cdef vec_t g_block                       # [PAGE_MAX_NDIM] per table
     cdef vec_t g_pages                       # pages known per table (loaded or stored)
     cdef vec_t g_merge                       # MemoTable.merge_dims of its pages
+    cdef vec_t g_exact                       # mask of exact dims, -1 = not declared
     # pages, by slot
     cdef map_t index                         # page key -> slot
     cdef vec_t s_keys                        # KEY_WIDTH per slot: its key
@@ -105,6 +109,8 @@ cdef class PageCache:
     cdef public int64_t loads                # pages read through the loader
     cdef public int64_t evictions            # clean pages dropped for the budget
     cdef public int64_t absent               # finds of pages the store does not have
+    cdef public int64_t bulk_boxes           # boxes put_page froze in bulk
+    cdef public int64_t bulk_carved          # groups of overlapping boxes it carved
 
     cdef int _page_key(self, int64_t table, const int64_t* pt, int64_t* key) except -1
     cdef int64_t _slot(self, const int64_t* key, bint create) except -2
@@ -120,6 +126,10 @@ cdef class PageCache:
                  const int64_t* val) except -1
     cdef int _put_in_page(self, int64_t table, const int64_t* lo, const int64_t* hi,
                           const int64_t* val) except -1
+    cdef int _carve(self, int64_t table, int64_t n, int64_t* rows, vec_t* out) except -1
+    cdef uint64_t _merge_mask(self, int64_t table) noexcept
+    cdef int _sort_exact(self, int64_t table, int64_t n, int64_t* rows) except -1
+    cdef int put_page(self, int64_t table, int64_t n, int64_t* rows) except -1
 
     cdef inline bint declared(self, int64_t table) noexcept:
         return 0 <= table < self.g_ndim.n and self.g_ndim.data[table] >= 0

@@ -22,13 +22,14 @@ Concurrency: like MemoTable, not locked; the Python methods keep the GIL.
 """
 cimport cython
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint64_t
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdlib cimport free, qsort
-from libc.string cimport memset
+from libc.string cimport memcpy, memmove, memset
 
 import numpy as np
 
 from morello._memo cimport MemoTable, _read_row
-from morello._vec cimport _grow, _map_free, _map_get, _map_put, _push, _vec_free
+from morello._vec cimport _grow, _map_free, _map_get, _map_put, _push, _reserve, _vec_free
 
 
 def doubling_block(int64_t first):
@@ -67,7 +68,8 @@ cdef class FrozenPage:
                   int64_t nvalues, exact_dims):
         cdef int64_t ncols = 2 * ndim + nvalues, c, pos = 0, w, i, j, k, d, t
         cdef uint64_t* pairs = NULL
-        cdef int64_t pt[PAGE_MAX_NDIM]
+        cdef int64_t* column = NULL
+        cdef uint64_t h
         cdef bint overlap
         if not 1 <= ndim <= PAGE_MAX_NDIM or not 1 <= nvalues <= 16 or n < 0 \
                 or n >= (1 << 31) or len(widths) != ncols:
@@ -91,18 +93,26 @@ cdef class FrozenPage:
             raise ValueError(f"page payload of {len(payload)} bytes, expected {pos}")
         self.payload = payload
         self.data = payload
-        for i in range(n):
-            for d in range(ndim):
-                if (self.exact_dims >> d) & 1 and self.col(ndim + d, i) != 0:
-                    raise ValueError("a box spans a range in a coordinate whose boxes "
-                                     "are single points")
         _grow(<void**>&pairs, max(n, 1) * 2 * sizeof(uint64_t))
+        _grow(<void**>&column, max(n, 1) * sizeof(int64_t))
         try:
+            # Column by column: the exact dims' extents must be 0, and each box's hash
+            # (as _hash computes it) mixes its exact coordinates in order.
             for i in range(n):
-                for d in range(ndim):
-                    pt[d] = self.col(d, i)
-                pairs[2 * i] = self._hash(pt)
+                pairs[2 * i] = 1469598103934665603ULL
                 pairs[2 * i + 1] = <uint64_t>i
+            for d in range(ndim):
+                if not (self.exact_dims >> d) & 1:
+                    continue
+                self._column(ndim + d, column)
+                for i in range(n):
+                    if column[i] != 0:
+                        raise ValueError("a box spans a range in a coordinate whose boxes "
+                                         "are single points")
+                self._column(d, column)
+                for i in range(n):
+                    h = (pairs[2 * i] ^ <uint64_t>column[i]) * 1099511628211ULL
+                    pairs[2 * i] = h ^ (h >> 32)
             qsort(pairs, n, 2 * sizeof(uint64_t), _by_key)
             _grow(<void**>&self.keys, max(n, 1) * sizeof(uint64_t))
             _grow(<void**>&self.order, max(n, 1) * sizeof(int32_t))
@@ -111,6 +121,7 @@ cdef class FrozenPage:
                 self.order[i] = <int32_t>pairs[2 * i + 1]
         finally:
             free(pairs)
+            free(column)
         # Boxes of the same exact coordinates are neighbours in the order: they must not
         # overlap in the other coordinates.
         i = 0
@@ -149,6 +160,22 @@ cdef class FrozenPage:
         if w == 4:
             return (<const int32_t*>p)[i]
         return (<const int64_t*>p)[i]
+
+    cdef void _column(self, int64_t c, int64_t* out) noexcept nogil:
+        """All of column c into ``out``."""
+        cdef const unsigned char* p = self.data + self.offset[c]
+        cdef int64_t w = self.width[c], i
+        if w == 1:
+            for i in range(self.n):
+                out[i] = (<const int8_t*>p)[i]
+        elif w == 2:
+            for i in range(self.n):
+                out[i] = (<const int16_t*>p)[i]
+        elif w == 4:
+            for i in range(self.n):
+                out[i] = (<const int32_t*>p)[i]
+        else:
+            memcpy(out, p, self.n * sizeof(int64_t))
 
     cdef uint64_t _hash(self, const int64_t* pt) noexcept nogil:
         cdef uint64_t h = 1469598103934665603ULL
@@ -217,6 +244,12 @@ cdef class FrozenPage:
     def nbytes(self):
         return len(self.payload) + self.n * (sizeof(uint64_t) + sizeof(int32_t)) + 512
 
+    def stored_form(self):
+        """``(payload, widths)``: its columns as ``morello.pageblob`` stores them."""
+        cdef int64_t c
+        return self.payload, bytes([self.width[c] for c in range(2 * self.ndim
+                                                                 + self.nvalues)])
+
 
 cdef int64_t _lookup_in(object t, const int64_t* pt, int64_t* val, int64_t* lo,
                         int64_t* hi) except -1:
@@ -248,6 +281,249 @@ cdef int64_t _lookup_in(object t, const int64_t* pt, int64_t* val, int64_t* lo,
     return 1
 
 
+# ---- boxes in bulk: merging and freezing a page's new boxes without a MemoTable --------
+#
+# A row is ``[lo (ndim), hi (ndim), values (nvalues)]`` int64s. ``_merge_rows`` merges
+# rows that are neighbours along one dimension (adjacent there, equal everywhere else,
+# values included) by sorting; ``_freeze_rows`` writes rows in the stored column form
+# (``morello.pageblob``'s payload) as a FrozenPage. A save of a search's results uses both
+# (``PageCache.put_page``): a few sorts per page instead of a tree insert per box.
+
+cdef int64_t _sort_width = 0      # the comparator's rows, their width and the columns
+cdef const int64_t* _sort_rows = NULL     # it compares, in order (the GIL is held
+cdef int64_t _sort_cols[2 * PAGE_MAX_NDIM + 16]   # while sorting: one sort at a time)
+cdef int64_t _sort_ncols = 0
+
+
+cdef int _by_cols(const void* a, const void* b) noexcept nogil:
+    """Row indices by the columns ``_sort_cols``, in order."""
+    cdef const int64_t* x = _sort_rows + (<const int64_t*>a)[0] * _sort_width
+    cdef const int64_t* y = _sort_rows + (<const int64_t*>b)[0] * _sort_width
+    cdef int64_t k, c
+    for k in range(_sort_ncols):
+        c = _sort_cols[k]
+        if x[c] != y[c]:
+            return -1 if x[c] < y[c] else 1
+    return 0
+
+
+cdef int _sort_rows_by(int64_t* rows, int64_t n, int64_t w, const int64_t* cols,
+                       int64_t ncols, int64_t* idx) except -1:
+    """Sort the row indices 0..n-1 into ``idx`` by the columns ``cols``."""
+    global _sort_width, _sort_rows, _sort_ncols
+    cdef int64_t i
+    for i in range(n):
+        idx[i] = i
+    for i in range(ncols):
+        _sort_cols[i] = cols[i]
+    _sort_width, _sort_rows, _sort_ncols = w, rows, ncols
+    qsort(idx, n, sizeof(int64_t), _by_cols)
+    return 0
+
+
+cdef int64_t _varying(const int64_t* rows, int64_t n, int64_t w, int64_t* cols) noexcept:
+    """The columns in which some row differs from the first, into ``cols``; their count."""
+    cdef int64_t c, i, k = 0
+    for c in range(w):
+        for i in range(1, n):
+            if rows[i * w + c] != rows[c]:
+                cols[k] = c
+                k += 1
+                break
+    return k
+
+
+cdef int64_t _merge_rows(int64_t* rows, int64_t n, int64_t ndim, int64_t nvalues,
+                         int64_t d) except -1:
+    """Merge neighbours along ``d`` in place; return the rows left (first in ``rows``)."""
+    cdef int64_t w = 2 * ndim + nvalues, i, out = 0, c, k, nvary, ncols = 0
+    cdef int64_t vary[2 * PAGE_MAX_NDIM + 16]
+    cdef int64_t cols[2 * PAGE_MAX_NDIM + 16]
+    cdef int64_t* idx = NULL
+    cdef int64_t* tmp = NULL
+    cdef int64_t* o
+    cdef const int64_t* x
+    cdef bint same, at_d = False
+    if n < 2:
+        return n
+    nvary = _varying(rows, n, w, vary)
+    for k in range(nvary):
+        c = vary[k]
+        if c == d or c == ndim + d:
+            at_d = True
+        else:
+            cols[ncols] = c
+            ncols += 1
+    if not at_d:  # all rows at one [lo, hi] along d: none is a neighbour of another
+        return n
+    cols[ncols] = d
+    try:
+        _grow(<void**>&idx, n * sizeof(int64_t))
+        _grow(<void**>&tmp, n * w * sizeof(int64_t))
+        _sort_rows_by(rows, n, w, cols, ncols + 1, idx)
+        memcpy(tmp, &rows[idx[0] * w], w * sizeof(int64_t))
+        for i in range(1, n):
+            x = &rows[idx[i] * w]
+            o = &tmp[out * w]
+            same = o[ndim + d] + 1 == x[d]
+            if same:
+                for k in range(ncols):
+                    c = cols[k]
+                    if o[c] != x[c]:
+                        same = False
+                        break
+            if same:
+                o[ndim + d] = x[ndim + d]
+            else:
+                out += 1
+                memcpy(&tmp[out * w], x, w * sizeof(int64_t))
+        memcpy(rows, tmp, (out + 1) * w * sizeof(int64_t))
+    finally:
+        free(idx)
+        free(tmp)
+    return out + 1
+
+
+cdef int64_t _merge_runs(int64_t* rows, int64_t n, int64_t ndim, int64_t nvalues,
+                         uint64_t merge) except -1:
+    """Merge neighbours along the dims of ``merge``: the rows are ordered by a hash of
+    every other column, so that rows that may merge are contiguous, and each run of equal
+    hashes is merged on its own (``_merge_rows`` per dim, which compares the columns
+    themselves; a second round if two dims merged). Returns the rows left, first in
+    ``rows``."""
+    cdef int64_t w = 2 * ndim + nvalues, i = 0, j, k, c, d, m, before, merged, out = 0
+    cdef int64_t ncols = 0
+    cdef int64_t cols[2 * PAGE_MAX_NDIM + 16]
+    cdef uint64_t h
+    cdef uint64_t* pairs = NULL
+    cdef int64_t* tmp = NULL
+    if n < 2 or not merge:
+        return n
+    for c in range(w):  # the columns rows that merge share
+        d = c if c < ndim else c - ndim
+        if not (c < 2 * ndim and (merge >> d) & 1):
+            cols[ncols] = c
+            ncols += 1
+    try:
+        _grow(<void**>&pairs, n * 2 * sizeof(uint64_t))
+        _grow(<void**>&tmp, n * w * sizeof(int64_t))
+        for i in range(n):
+            h = 1469598103934665603ULL
+            for k in range(ncols):
+                h = (h ^ <uint64_t>rows[i * w + cols[k]]) * 1099511628211ULL
+            pairs[2 * i] = h ^ (h >> 29)
+            pairs[2 * i + 1] = <uint64_t>i
+        qsort(pairs, n, 2 * sizeof(uint64_t), _by_key)
+        for i in range(n):
+            memcpy(&tmp[i * w], &rows[pairs[2 * i + 1] * w], w * sizeof(int64_t))
+        i = 0
+        while i < n:
+            j = i + 1
+            while j < n and pairs[2 * j] == pairs[2 * i]:
+                j += 1
+            m = j - i
+            if m > 1:
+                for k in range(2):
+                    merged = 0
+                    for d in range(ndim):
+                        if (merge >> d) & 1:
+                            before = m
+                            m = _merge_rows(&tmp[i * w], m, ndim, nvalues, d)
+                            merged += m < before
+                    if merged < 2:
+                        break
+            memcpy(&rows[out * w], &tmp[i * w], m * w * sizeof(int64_t))
+            out += m
+            i = j
+    finally:
+        free(pairs)
+        free(tmp)
+    return out
+
+
+cdef bint _rows_overlap(const int64_t* x, const int64_t* y, int64_t ndim) noexcept nogil:
+    cdef int64_t d
+    for d in range(ndim):
+        if x[ndim + d] < y[d] or y[ndim + d] < x[d]:
+            return False
+    return True
+
+
+cdef int _push_row(vec_t* v, const int64_t* e, int64_t w) except -1:
+    """Push the ``w`` entries of row ``e``."""
+    _reserve(v, v.n + w)
+    memcpy(&v.data[v.n], e, w * sizeof(int64_t))
+    v.n += w
+    return 0
+
+
+cdef int _push_slab(vec_t* v, const int64_t* e, int64_t w, int64_t c, int64_t x) except -1:
+    """Push row ``e`` with column ``c`` set to ``x``."""
+    _push_row(v, e, w)
+    v.data[v.n - w + c] = x
+    return 0
+
+
+cdef inline int64_t _width_of(int64_t lo, int64_t hi) noexcept nogil:
+    """The narrowest signed width in bytes (1, 2, 4, 8) holding [lo, hi]."""
+    if lo >= -(1 << 7) and hi < (1 << 7):
+        return 1
+    if lo >= -(1 << 15) and hi < (1 << 15):
+        return 2
+    if lo >= -(<int64_t>1 << 31) and hi < (<int64_t>1 << 31):
+        return 4
+    return 8
+
+
+cdef FrozenPage _freeze_rows(const int64_t* rows, int64_t n, int64_t ndim, int64_t nvalues,
+                             exact_dims):
+    """The FrozenPage of ``n`` rows (ValueError if they are not a valid page: a range in
+    an exact dim, or overlapping boxes)."""
+    cdef int64_t ncols = 2 * ndim + nvalues, w = ncols, c, i, x, v, size = 0, pos = 0
+    cdef int64_t cmin[2 * PAGE_MAX_NDIM + 16]
+    cdef int64_t cmax[2 * PAGE_MAX_NDIM + 16]
+    cdef unsigned char cw[2 * PAGE_MAX_NDIM + 16]
+    cdef char* out
+    if not 1 <= ndim <= PAGE_MAX_NDIM or not 1 <= nvalues <= 16:
+        raise ValueError("malformed page shape")
+    for c in range(ncols):
+        cmin[c] = 0
+        cmax[c] = 0
+    for i in range(n):
+        for c in range(ncols):
+            x = rows[i * w + c]
+            if ndim <= c < 2 * ndim:
+                x = x - rows[i * w + c - ndim]  # the extent hi - lo
+            if i == 0 or x < cmin[c]:
+                cmin[c] = x
+            if i == 0 or x > cmax[c]:
+                cmax[c] = x
+    for c in range(ncols):
+        cw[c] = <unsigned char>(_width_of(cmin[c], cmax[c]) if n else 1)
+        size += n * cw[c]
+    payload = PyBytes_FromStringAndSize(NULL, size)
+    out = PyBytes_AS_STRING(payload)
+    for x in (1, 2, 4, 8):
+        for c in range(ncols):
+            if cw[c] != x:
+                continue
+            for i in range(n):
+                v = rows[i * w + c]
+                if ndim <= c < 2 * ndim:
+                    v = v - rows[i * w + c - ndim]
+                if x == 1:
+                    (<int8_t*>(out + pos))[i] = <int8_t>v
+                elif x == 2:
+                    (<int16_t*>(out + pos))[i] = <int16_t>v
+                elif x == 4:
+                    (<int32_t*>(out + pos))[i] = <int32_t>v
+                else:
+                    (<int64_t*>(out + pos))[i] = v
+            pos += n * x
+    widths = PyBytes_FromStringAndSize(<char*>cw, ncols)
+    return FrozenPage(payload, widths, n, ndim, nvalues, exact_dims)
+
+
 @cython.final
 cdef class PageCache:
     """Pages of persistent tables, loaded on demand (see the module docstring).
@@ -277,6 +553,7 @@ cdef class PageCache:
         _vec_free(&self.g_block)
         _vec_free(&self.g_pages)
         _vec_free(&self.g_merge)
+        _vec_free(&self.g_exact)
         _vec_free(&self.s_keys)
         _vec_free(&self.s_version)
         _vec_free(&self.s_stored)
@@ -288,11 +565,14 @@ cdef class PageCache:
 
     # ---- geometry -------------------------------------------------------------------
 
-    def set_table(self, int64_t table, int64_t ndim, blocks, merge_dims=None):
+    def set_table(self, int64_t table, int64_t ndim, blocks, merge_dims=None,
+                  exact_dims=None):
         """Declare table ``table``: points of ``ndim`` coordinates, paged by ``blocks``
         (one per coordinate, >= 0; 0 = unpaged), its pages merging neighbours along the
-        dimensions ``merge_dims`` (default: all). Declaring it again identically is a
-        no-op; otherwise ValueError."""
+        dimensions ``merge_dims`` (default: all). ``exact_dims``: the coordinates in
+        which every box is one point (``morello.coords.exact_dims``); given, ``put_page``
+        builds new parts in bulk. Declaring it again identically is a no-op; otherwise
+        ValueError."""
         cdef int64_t b[PAGE_MAX_NDIM]
         cdef int64_t d
         if not 0 <= table < (1 << 30):
@@ -308,20 +588,29 @@ cdef class PageCache:
             if not 0 <= d < ndim:
                 raise ValueError(f"merge dim {d} out of range")
             mask |= 1 << d
+        exact = -1
+        if exact_dims is not None:
+            exact = 0
+            for d in exact_dims:
+                if not 0 <= d < ndim or (mask >> d) & 1:
+                    raise ValueError(f"exact dim {d} out of range or merged")
+                exact |= 1 << d
         while self.g_ndim.n <= table:
             _push(&self.g_ndim, -1)
             _push(&self.g_pages, 0)
             _push(&self.g_merge, 0)
+            _push(&self.g_exact, -1)
             for d in range(PAGE_MAX_NDIM):
                 _push(&self.g_block, 0)
         if self.g_ndim.data[table] >= 0:
             if self.g_ndim.data[table] != ndim or self.g_merge.data[table] != mask or any(
                     self.g_block.data[table * PAGE_MAX_NDIM + d] != b[d]
-                    for d in range(ndim)):
+                    for d in range(ndim)) or self.g_exact.data[table] != exact:
                 raise ValueError(f"table {table} is declared with another geometry")
             return
         self.g_ndim.data[table] = ndim
         self.g_merge.data[table] = mask
+        self.g_exact.data[table] = exact
         for d in range(ndim):
             self.g_block.data[table * PAGE_MAX_NDIM + d] = b[d]
 
@@ -518,14 +807,215 @@ cdef class PageCache:
         cdef int64_t s = self._find_slot(table, lo, True)
         cdef MemoTable t
         # New boxes go to the page's fresh part (the stored parts are not even read).
-        if self.s_fresh[s] is None:
+        fresh = self.s_fresh[s]
+        if fresh is None:
             self.s_fresh[s] = self.new_table(table)
+        elif type(fresh) is FrozenPage:  # built by put_page: thaw it to put into it
+            t = self.new_table(table)
+            for a, b, v in zip(*fresh.to_arrays()):
+                t.put(a, b, v)
+            self.s_fresh[s] = t
         t = self.s_fresh[s]
         t._put(lo, hi, val)
         if not self.s_dirty.data[s]:
             self.s_dirty.data[s] = 1
             _push(&self.fresh_dirty, s)
             self._lru_unlink(s)
+        return 0
+
+    cdef int _carve(self, int64_t table, int64_t n, int64_t* rows, vec_t* out) except -1:
+        """If boxes of a run of rows with the same exact coordinates (one Spec; the
+        solver writes a Spec's rows together) overlap, write all rows, made disjoint, to
+        ``out`` and return 1 (later rows over earlier ones, MemoTable's rule: safe, as
+        every row is optimal throughout its box); else return 0 (``out`` untouched).
+        Overlaps between rows that are not neighbours are not looked for: the FrozenPage
+        made of them refuses them, and ``put_page`` falls back to ``put``."""
+        cdef int64_t nd = self.g_ndim.data[table], w = 2 * nd + self.nvalues, i, j, k, t, d
+        cdef int64_t nexact = 0, ncols = 0, nvary
+        cdef uint64_t exact = <uint64_t>self.g_exact.data[table]
+        cdef uint64_t merge = self._merge_mask(table)
+        cdef bint same, overlap, any_overlap = False
+        cdef vec_t cur, nxt, swap
+        cdef int64_t e[2 * PAGE_MAX_NDIM + 16]
+        cdef int64_t vary[2 * PAGE_MAX_NDIM + 16]
+        cdef int64_t cols[2 * PAGE_MAX_NDIM + 16]
+        memset(&cur, 0, sizeof(vec_t))
+        memset(&nxt, 0, sizeof(vec_t))
+        if n < 2:
+            return 0
+        nvary = _varying(rows, n, w, vary)
+        for k in range(nvary):  # the exact coordinates that vary in the page
+            if vary[k] < nd and (exact >> vary[k]) & 1:
+                cols[ncols] = vary[k]
+                ncols += 1
+        nexact = ncols
+        try:
+            i = 0
+            while i < n:
+                j = i + 1
+                while j < n:
+                    same = True
+                    for k in range(nexact):
+                        if rows[j * w + cols[k]] != rows[i * w + cols[k]]:
+                            same = False
+                            break
+                    if not same:
+                        break
+                    j += 1
+                overlap = False
+                for k in range(i, j):
+                    for t in range(k + 1, j):
+                        if _rows_overlap(&rows[k * w], &rows[t * w], nd):
+                            overlap = True
+                            break
+                    if overlap:
+                        break
+                if overlap and not any_overlap:  # the groups before were disjoint
+                    any_overlap = True
+                    _push_row(out, rows, i * w)
+                if not overlap:
+                    if any_overlap:
+                        _push_row(out, &rows[i * w], (j - i) * w)
+                    i = j
+                    continue
+                self.bulk_carved += 1
+                # Put rows i..j-1 in turn: each cuts the boxes before it that it overlaps
+                # into the slabs outside it (as MemoTable._put), then joins them.
+                cur.n = 0
+                for k in range(i, j):
+                    nxt.n = 0
+                    for t in range(cur.n // w):
+                        if not _rows_overlap(&cur.data[t * w], &rows[k * w], nd):
+                            _push_row(&nxt, &cur.data[t * w], w)
+                            continue
+                        memcpy(e, &cur.data[t * w], w * sizeof(int64_t))
+                        for d in range(nd):
+                            if e[d] < rows[k * w + d]:
+                                _push_slab(&nxt, e, w, nd + d, rows[k * w + d] - 1)
+                                e[d] = rows[k * w + d]
+                            if e[nd + d] > rows[k * w + nd + d]:
+                                _push_slab(&nxt, e, w, d, rows[k * w + nd + d] + 1)
+                                e[nd + d] = rows[k * w + nd + d]
+                    _push_row(&nxt, &rows[k * w], w)
+                    swap = cur
+                    cur = nxt
+                    nxt = swap
+                _push_row(out, cur.data, cur.n)
+                i = j
+        finally:
+            _vec_free(&cur)
+            _vec_free(&nxt)
+        return 1 if any_overlap else 0
+
+    cdef int _sort_exact(self, int64_t table, int64_t n, int64_t* rows) except -1:
+        """Sort the rows by their exact coordinates (one Spec's rows together)."""
+        cdef int64_t nd = self.g_ndim.data[table], w = 2 * nd + self.nvalues, i, k
+        cdef int64_t ncols = 0, nvary
+        cdef uint64_t exact = <uint64_t>self.g_exact.data[table]
+        cdef int64_t vary[2 * PAGE_MAX_NDIM + 16]
+        cdef int64_t cols[2 * PAGE_MAX_NDIM + 16]
+        cdef int64_t* idx = NULL
+        cdef int64_t* tmp = NULL
+        nvary = _varying(rows, n, w, vary)
+        for k in range(nvary):
+            if vary[k] < nd and (exact >> vary[k]) & 1:
+                cols[ncols] = vary[k]
+                ncols += 1
+        if n < 2 or not ncols:
+            return 0
+        try:
+            _grow(<void**>&idx, n * sizeof(int64_t))
+            _grow(<void**>&tmp, n * w * sizeof(int64_t))
+            _sort_rows_by(rows, n, w, cols, ncols, idx)
+            for i in range(n):
+                memcpy(&tmp[i * w], &rows[idx[i] * w], w * sizeof(int64_t))
+            memcpy(rows, tmp, n * w * sizeof(int64_t))
+        finally:
+            free(idx)
+            free(tmp)
+        return 0
+
+    cdef uint64_t _merge_mask(self, int64_t table) noexcept:
+        """The merge dims of ``table`` that are unpaged (merges stay inside a page)."""
+        cdef uint64_t m = 0
+        cdef int64_t d
+        for d in range(self.g_ndim.data[table]):
+            if (self.g_merge.data[table] >> d) & 1 \
+                    and self.g_block.data[table * PAGE_MAX_NDIM + d] == 0:
+                m |= (<uint64_t>1) << d
+        return m
+
+    cdef int put_page(self, int64_t table, int64_t n, int64_t* rows) except -1:
+        """``put`` the ``n`` rows ``[lo, hi, values]`` (overwritten: they are sorted and
+        merged in place), in bulk when they are the first new boxes of one page, disjoint,
+        and single points in the table's exact dims: merged along its merge dims by
+        sorting and frozen, they become the page's fresh part. Otherwise box by box."""
+        cdef int64_t nd, nv = self.nvalues, w, i, d, b, s, m, k, npaged
+        cdef int64_t paged[PAGE_MAX_NDIM]
+        cdef int64_t first[PAGE_MAX_NDIM]
+        cdef vec_t carved, spare
+        cdef bint bulk
+        memset(&carved, 0, sizeof(vec_t))
+        memset(&spare, 0, sizeof(vec_t))
+        if n <= 0:
+            return 0
+        if not self.declared(table):
+            raise ValueError(f"table {table} is not declared")
+        nd = self.g_ndim.data[table]
+        w = 2 * nd + nv
+        bulk = self.g_exact.data[table] >= 0
+        npaged = 0
+        for d in range(nd):
+            if self.g_block.data[table * PAGE_MAX_NDIM + d] != 0:
+                paged[npaged] = d
+                first[npaged] = page_of(rows[d], self.g_block.data[table * PAGE_MAX_NDIM + d])
+                npaged += 1
+        for i in range(n):
+            for d in range(nd):
+                if rows[i * w + d] < 0 or rows[i * w + d] > rows[i * w + nd + d]:
+                    raise ValueError("box needs 0 <= lo <= hi")
+            for k in range(npaged if bulk else 0):
+                d = paged[k]
+                b = self.g_block.data[table * PAGE_MAX_NDIM + d]
+                if (rows[i * w + d] != rows[i * w + nd + d]
+                        and page_of(rows[i * w + nd + d], b) != first[k]) \
+                        or page_of(rows[i * w + d], b) != first[k]:
+                    bulk = False
+        s = self._find_slot(table, rows, True) if bulk else -1
+        if bulk and self.s_fresh[s] is None:
+            exact = [d for d in range(nd) if (self.g_exact.data[table] >> d) & 1]
+            for attempt in range(2):
+                if attempt:  # overlaps the first did not see: group one Spec's rows
+                    self._sort_exact(table, n, rows)
+                if self._carve(table, n, rows, &carved):  # one Spec's boxes overlapped
+                    n = carved.n // w
+                    _vec_free(&spare)  # (rows may have been in it: carved is a copy)
+                    spare = carved
+                    memset(&carved, 0, sizeof(vec_t))
+                    rows = spare.data
+                m = _merge_runs(rows, n, nd, nv, self._merge_mask(table))
+                try:
+                    part = _freeze_rows(rows, m, nd, nv, exact)
+                except ValueError:
+                    part = None
+                n = m
+                if part is not None:
+                    _vec_free(&carved)
+                    _vec_free(&spare)
+                    self.s_fresh[s] = part
+                    if not self.s_dirty.data[s]:
+                        self.s_dirty.data[s] = 1
+                        _push(&self.fresh_dirty, s)
+                        self._lru_unlink(s)
+                    self.bulk_boxes += m
+                    return 0
+            # not a valid page after all (a range in an exact dim): box by box below
+        try:
+            for i in range(n):
+                self.put(table, &rows[i * w], &rows[i * w + nd], &rows[i * w + 2 * nd])
+        finally:
+            _vec_free(&carved)
+            _vec_free(&spare)
         return 0
 
     # ---- Python API -----------------------------------------------------------------
@@ -638,6 +1128,24 @@ cdef class PageCache:
         page = tuple(self.s_keys.data[s * KEY_WIDTH + 1 + d] for d in range(n))
         return table, page, self.s_version.data[s], bool(self.s_stored.data[s])
 
+    def put_rows(self, int64_t table, rows):
+        """``put_page`` from Python: ``rows`` an (n, 2 * ndim + nvalues) int64 array."""
+        geo = self.geometry(table)
+        if geo is None:
+            raise ValueError(f"table {table} is not declared")
+        a = np.array(rows, dtype=np.int64, order="C", copy=True)
+        if a.ndim != 2 or a.shape[1] != 2 * geo[0] + self.nvalues:
+            raise ValueError(f"rows must be (n, {2 * geo[0] + self.nvalues})")
+        cdef int64_t[:, ::1] r = a
+        if a.shape[0]:
+            self.put_page(table, a.shape[0], &r[0, 0])
+
+    def fresh_frozen(self, int64_t s):
+        """The fresh part of slot ``s`` if ``put_page`` built it (a FrozenPage), or None."""
+        self.slot(s)
+        fresh = self.s_fresh[s]
+        return fresh if type(fresh) is FrozenPage else None
+
     def fresh_arrays(self, int64_t s):
         """``to_arrays()`` of the boxes put into slot ``s`` since it was last saved."""
         table, _, _, _ = self.slot(s)
@@ -699,5 +1207,6 @@ cdef class PageCache:
         """Counters: finds answered by loaded pages, pages loaded, pages evicted, finds
         of pages the store does not have, loaded bytes and the budget."""
         return {"hits": self.hits, "loads": self.loads, "evictions": self.evictions,
+                "bulk_boxes": self.bulk_boxes, "bulk_carved": self.bulk_carved,
                 "absent": self.absent, "loaded_pages": self.n_loaded,
                 "loaded_bytes": self.loaded_bytes, "capacity": self.capacity}

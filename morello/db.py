@@ -40,6 +40,7 @@ not reliable: use a local file, or open the shared one read-only.
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sqlite3
@@ -541,7 +542,19 @@ class Store:
         transaction (``Solver.persist``), calling ``flush()`` after each page, which writes
         and releases it. ``engine_ids`` (key -> table id) is updated with new tables.
 
-        If the transaction fails, the cache no longer matches the file: drop it."""
+        If the transaction fails, the cache no longer matches the file: drop it.
+
+        The garbage collector is paused meanwhile: a save makes many short-lived objects,
+        and each collection would walk the whole heap of a large search."""
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            return self._save(cache, table_keys, roots, stats, engine_ids, persist)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _save(self, cache, table_keys, roots, stats, engine_ids, persist) -> int:
         written = 0
         with self._write():
             if self.ctx is None:
@@ -582,10 +595,18 @@ class Store:
         if tid is None:
             tid = ids[key] = self._table_id(key, geo[1])
         pb = _page_bytes(page)
-        arrays = cache.fresh_arrays(s)
         parts = self.conn.execute("SELECT count(*) FROM pages WHERE tbl = ? AND page = ?",
                                   (tid, pb)).fetchone()[0]
         replaces = parts + 1 >= MAX_PARTS
+        frozen = None if replaces else cache.fresh_frozen(s)
+        if frozen is not None:  # built in bulk (PageCache.put_page): stored as it is
+            payload, widths = frozen.stored_form()
+            blob = pageblob.pack(payload, widths, len(frozen), frozen.ndim, frozen.nvalues)
+            self.conn.execute("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?)",
+                              (tid, pb, seq, len(frozen), blob))
+            cache.saved(s, seq, frozen, False)
+            return
+        arrays = cache.fresh_arrays(s)
         if replaces:
             merged = cache.new_table(table)
             for (data,) in self.conn.execute(

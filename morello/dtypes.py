@@ -7,13 +7,14 @@ exactly (``widens``: bf16 → f32, u8/s8 → s16 → s32), and a Move may widen 
 inputs, and a u8×s8 → s32 matmul is exact integer arithmetic (numpy's, in int32).
 
 numpy interop: bf16 arrays are ``ml_dtypes.bfloat16``; the compiled callables also take
-``uint16`` views of bf16 data (``accepts``).
+``uint16`` views of bf16 data (``accepts``). ml_dtypes is imported when a bf16 numpy dtype
+is first needed (its import takes longer than the rest of morello's).
 """
 from __future__ import annotations
 
 import enum
+import functools
 
-import ml_dtypes
 import numpy as np
 
 
@@ -35,7 +36,7 @@ class Dtype(enum.Enum):
 
     @property
     def np(self) -> np.dtype:
-        return _NUMPY[self.np_name]
+        return _numpy(self.np_name)
 
     @property
     def code(self) -> int:
@@ -50,9 +51,15 @@ class Dtype(enum.Enum):
         return self.short
 
 
-_NUMPY = {"uint8": np.dtype(np.uint8), "int8": np.dtype(np.int8),
-          "int16": np.dtype(np.int16), "int32": np.dtype(np.int32),
-          "bfloat16": np.dtype(ml_dtypes.bfloat16), "float32": np.dtype(np.float32)}
+@functools.cache
+def _numpy(name: str) -> np.dtype:
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
 _CODES = {d: i for i, d in enumerate(Dtype)}
 BY_NAME = {d.short: d for d in Dtype}
 # Other spellings: numpy's names and the i-prefixed integer names.
@@ -85,7 +92,8 @@ def wider(src: Dtype) -> tuple[Dtype, ...]:
 def accepts(want: np.dtype, got: np.dtype) -> bool:
     """Whether an array of dtype ``got`` may stand for an operand of dtype ``want``: the
     same dtype, or a uint16 view for bf16."""
-    return got == want or (want == Dtype.BF16.np and got == np.dtype(np.uint16))
+    return got == want or (got == np.dtype(np.uint16) and want.name == "bfloat16"
+                           and want == Dtype.BF16.np)
 
 
 def parse_dtype(name) -> Dtype:
@@ -101,7 +109,9 @@ def parse_dtype(name) -> Dtype:
         npd = np.dtype(name)
     except (TypeError, ValueError, SyntaxError):
         npd = None
-    found = _BY_NUMPY.get(npd) if npd is not None and npd.isnative else None
+    found = _BY_NP_NAME.get(npd.name) if npd is not None and npd.isnative else None
+    if found is not None and found.np != npd:  # e.g. another library's "bfloat16"
+        found = None
     if found is None and npd is not None:
         hint = " (bf16 arrays are ml_dtypes.bfloat16)" if npd == np.uint16 else ""
         raise SpecError(f"dtype {npd} is not one of morello's: {', '.join(BY_NAME)}{hint}")
@@ -112,4 +122,4 @@ def parse_dtype(name) -> Dtype:
     return found
 
 
-_BY_NUMPY = {d.np: d for d in Dtype}
+_BY_NP_NAME = {d.np_name: d for d in Dtype}

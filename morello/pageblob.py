@@ -67,6 +67,14 @@ def encode(lo: np.ndarray, hi: np.ndarray, values: np.ndarray, compress: bool = 
     widths = _widths(columns) if n else bytes([1] * len(columns))
     wide = np.frombuffer(widths, np.uint8)
     payload = b"".join(columns[wide == w].astype(_WIDTHS[w]).tobytes() for w in (1, 2, 4, 8))
+    return pack(payload, widths, n, ndim, nvalues, compress)
+
+
+def pack(payload: bytes, widths: bytes, n: int, ndim: int, nvalues: int,
+         compress: bool = True) -> bytes:
+    """The blob of a payload already in column form (``FrozenPage.stored_form``)."""
+    if len(widths) != 2 * ndim + nvalues or len(payload) != n * sum(widths):
+        raise ValueError("payload and widths disagree")
     body = zlib.compress(payload, 1) if compress else payload
     head = _HEAD.pack(MAGIC, ndim, nvalues, _COMPRESSED if compress else 0, 0, n,
                       len(payload))

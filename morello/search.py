@@ -17,7 +17,8 @@ from morello._expand import Expander
 from morello._graph import SpecGraph
 from morello._pages import PageCache
 from morello.compose import MAX_CHAIN_OPERANDS, MAX_CHAIN_RANK, Chain
-from morello.coords import key_params, merge_dims, operand_coords, page_blocks, point_len
+from morello.coords import (exact_dims, key_params, merge_dims, operand_coords, page_blocks,
+                            point_len)
 from morello.cost import Cost, move_cost
 from morello.dtypes import Dtype
 from morello.errors import DatabaseError, MorelloError, SpecError
@@ -133,11 +134,12 @@ class Engine:
         self.table_keys.append(key)
         found = self.store.table(key) if self.store is not None else None
         if found is None:
-            self.pages.set_table(i, point_len(key), page_blocks(key), merge_dims(key))
+            self.pages.set_table(i, point_len(key), page_blocks(key), merge_dims(key),
+                                 exact_dims(key))
         else:
             tid, blocks, pages, versions = found
             self.store_ids[key] = tid
-            self.pages.set_table(i, point_len(key), blocks, merge_dims(key))
+            self.pages.set_table(i, point_len(key), blocks, merge_dims(key), exact_dims(key))
             self._register(i, pages, versions)
         return i
 

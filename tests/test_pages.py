@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_memo import SIDE, memo_ops_st
+from test_memo import COORDS, SIDE, memo_ops_st
 
 from morello import pageblob
 from morello._memo import MemoTable
@@ -79,6 +79,80 @@ def test_a_paged_table_equals_the_dense_model_for_any_geometry_and_budget(ops, d
     if capacity == 0 and store.pages:
         assert cache.n_loaded <= 1  # only the newest clean page is kept
     assert all(len(parts) <= 2 for parts in store.pages.values())
+
+
+@st.composite
+def bulk_rows_st(draw):
+    """A table geometry and rows as a search writes them, in any order: boxes that are
+    single points in the exact dims, with values that agree wherever boxes overlap (a
+    function of the exact point: every stored value is optimal throughout its box)."""
+    ndim = draw(st.integers(2, 4))
+    kinds = draw(st.lists(st.sampled_from(["exact", "merge", "range"]), min_size=ndim,
+                          max_size=ndim).filter(lambda k: "exact" in k))
+    paged = draw(st.booleans())
+    blocks = [draw(st.sampled_from([1, 2, -2])) if paged and k == "exact" else 0
+              for k in kinds]
+    nvalues = draw(st.integers(1, 3))
+    rows = []
+    for _ in range(draw(st.integers(1, 40))):
+        lo, hi = [], []
+        for k in kinds:
+            a, b = sorted(draw(st.lists(COORDS, min_size=2, max_size=2)))
+            if k == "exact":
+                b = a
+            lo.append(a)
+            hi.append(b)
+        key = tuple(x for x, k in zip(lo, kinds) if k == "exact")
+        v = tuple((hash(key) >> (8 * j)) % 5 for j in range(nvalues))
+        rows.append(lo + hi + list(v))
+    order = draw(st.permutations(range(len(rows))))
+    return ndim, kinds, blocks, nvalues, [rows[i] for i in order]
+
+
+@settings(max_examples=150, deadline=None)
+@given(bulk_rows_st())
+def test_bulk_puts_of_a_page_equal_puts_box_by_box(case):
+    """``put_page`` (a search's save: carve overlaps, merge neighbours by sorting, freeze)
+    answers every point as ``put`` box by box does, survives a save and reload, and
+    builds a FrozenPage whenever the rows are one page's first."""
+    ndim, kinds, blocks, nvalues, rows = case
+    exact = [d for d, k in enumerate(kinds) if k == "exact"]
+    merge = [d for d, k in enumerate(kinds) if k == "merge"]
+    store = FakeStore()
+    bulk = PageCache(nvalues, 1 << 30, store.loader)
+    bulk.set_table(0, ndim, blocks, merge, exact)
+    one = PageCache(nvalues, 1 << 30, lambda t, p: None)
+    one.set_table(0, ndim, blocks, merge)
+    bulk.put_rows(0, np.array(rows, np.int64))
+    for r in rows:
+        one.put_box(0, r[:ndim], r[ndim:2 * ndim], r[2 * ndim:])
+    grid = _grid(ndim)
+    assert [bulk.get(0, p) for p in grid] == [one.get(0, p) for p in grid]
+    pages = {tuple(pg) for pg in (bulk.slot(s)[1] for s in bulk.dirty())}
+    if len(pages) == 1:
+        (s,) = bulk.dirty()
+        frozen = bulk.fresh_frozen(s)
+        assert frozen is not None
+    store.save_all(bulk)
+    again = store.reopen(ndim, nvalues, blocks, 1 << 30)
+    assert [again.get(0, p) for p in grid] == [one.get(0, p) for p in grid]
+
+
+def test_bulk_puts_merge_neighbours_and_a_later_put_thaws_the_page():
+    cache = PageCache(1, 1 << 30, lambda t, p: None)
+    cache.set_table(0, 2, [0, 0], [1], [0])
+    cache.put_rows(0, [[3, x, 3, x, 7] for x in range(6)] + [[4, 0, 4, 5, 8]])
+    (s,) = cache.dirty()
+    frozen = cache.fresh_frozen(s)
+    assert frozen is not None and len(frozen) == 2  # 6 neighbours along dim 1 merged
+    assert cache.stats()["bulk_boxes"] == 2
+    cache.put_box(0, (3, 9), (3, 9), (1,))
+    assert cache.fresh_frozen(s) is None and cache.get(0, (3, 2)) == (7,)
+    assert cache.get(0, (3, 9)) == (1,) and cache.get(0, (4, 5)) == (8,)
+    with pytest.raises(ValueError, match="lo <= hi"):
+        cache.put_rows(0, [[3, 5, 3, 4, 1]])
+    with pytest.raises(ValueError, match="rows must be"):
+        cache.put_rows(0, [[1, 2, 3]])
 
 
 def test_boxes_are_split_along_page_boundaries_and_stay_inside_their_page():
