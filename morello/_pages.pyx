@@ -244,6 +244,47 @@ cdef class FrozenPage:
     def nbytes(self):
         return len(self.payload) + self.n * (sizeof(uint64_t) + sizeof(int32_t)) + 512
 
+    def check_bounds(self, lo_min, hi_max, value_min, value_max, value_names=None):
+        """ValueError unless every box lies in ``lo_min <= lo <= hi <= hi_max`` (one bound
+        per coordinate, 0 <= lo_min, hi_max <= 2^62) and every value column ``j`` in
+        ``[value_min[j], value_max[j]]`` (what the store checks of a page it reads; the
+        message names column j by ``value_names[j]``, if given)."""
+        cdef int64_t nd = self.ndim, nv = self.nvalues, d, j, i
+        cdef int64_t lmin[PAGE_MAX_NDIM]
+        cdef int64_t hmax[PAGE_MAX_NDIM]
+        cdef int64_t vmin[16]
+        cdef int64_t vmax[16]
+        cdef int64_t* a = NULL
+        cdef int64_t* b = NULL
+        _read_row(lo_min, lmin, <int>nd, "lo_min")
+        _read_row(hi_max, hmax, <int>nd, "hi_max")
+        _read_row(value_min, vmin, <int>nv, "value_min")
+        _read_row(value_max, vmax, <int>nv, "value_max")
+        for d in range(nd):
+            if lmin[d] < 0 or hmax[d] > (<int64_t>1 << 62):
+                raise ValueError("bounds out of range")
+        try:
+            _grow(<void**>&a, max(self.n, 1) * sizeof(int64_t))
+            _grow(<void**>&b, max(self.n, 1) * sizeof(int64_t))
+            for d in range(nd):
+                self._column(d, a)
+                self._column(nd + d, b)
+                for i in range(self.n):
+                    # lo within its bounds, then the extent (so the sum cannot overflow)
+                    if a[i] < lmin[d] or a[i] > hmax[d] or b[i] < 0 \
+                            or b[i] > hmax[d] - a[i]:
+                        raise ValueError("a box lies outside its page or beyond the "
+                                         "target's coordinates")
+            for j in range(nv):
+                self._column(2 * nd + j, a)
+                for i in range(self.n):
+                    if not vmin[j] <= a[i] <= vmax[j]:
+                        what = value_names[j] if value_names else f"value (column {j})"
+                        raise ValueError(f"a stored {what} is out of range")
+        finally:
+            free(a)
+            free(b)
+
     def stored_form(self):
         """``(payload, widths)``: its columns as ``morello.pageblob`` stores them."""
         cdef int64_t c

@@ -40,6 +40,7 @@ not reliable: use a local file, or open the shared one read-only.
 """
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import os
@@ -481,15 +482,17 @@ class Store:
         return [self._frozen(data, key, blocks, page) for (data,) in rows]
 
     def _frozen(self, blob, key, blocks, page, target=None):
+        """The validated FrozenPage of a stored part (checked in C: no decoding into
+        arrays; ``validate_boxes`` says what is checked)."""
         from morello._pages import FrozenPage
         from morello.coords import exact_dims, point_len
 
         try:
-            lo, hi, values, payload, widths = pageblob.decode_raw(
-                blob, point_len(key), _nvalues())
-            validate_boxes(lo, hi, values, key, blocks, page, target or self.target)
-            return FrozenPage(payload, widths, len(lo), point_len(key), _nvalues(),
-                              exact_dims(key))
+            payload, widths, n = pageblob.unpack(blob, point_len(key), _nvalues())
+            frozen = FrozenPage(payload, widths, n, point_len(key), _nvalues(),
+                                exact_dims(key))
+            frozen.check_bounds(*page_bounds(key, blocks, page, target or self.target))
+            return frozen
         except ValueError as e:
             raise DatabaseError(f"{self.path} is corrupt (a page of {key[0]}: {e}); "
                                 "delete it or pass another --db") from None
@@ -690,6 +693,38 @@ def coordinate_bounds(key: tuple, target) -> list[int]:
         else:
             out.append(top[s])
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _static_bounds(key: tuple, target) -> tuple[list[int], list[int], list[int], list[str]]:
+    from morello.memory import LEVELS
+
+    cap = list(target.max_limits().units)
+    vmin = [0, 1] + [0] * len(LEVELS) + [0, -1]
+    vmax = [MAX_COST - 1, MAX_COST - 1] + cap + [MAX_DEPTH - 1, MAX_ACTION - 1]
+    names = ["cost", "cost"] + [f"peak of {lvl.name}" for lvl in LEVELS] + ["depth", "action"]
+    return coordinate_bounds(key, target), vmin, vmax, names
+
+
+def page_bounds(key: tuple, blocks, page, target):
+    """``(lo_min, hi_max, value_min, value_max, value_names)`` of the boxes of ``page``
+    (inclusive bounds, as ``FrozenPage.check_bounds`` takes them): inside the page,
+    within the target's coordinates, and plausible values (``validate_boxes``)."""
+    from morello._pages import page_range
+
+    bounds, vmin, vmax, names = _static_bounds(key, target)
+    lo_min, hi_max = [], []
+    for d, b in enumerate(blocks):
+        if not b:
+            if page[d]:
+                raise ValueError("a page coordinate of an unpaged dimension")
+            lo_min.append(0)
+            hi_max.append(bounds[d])
+            continue
+        start, end = page_range(page[d], b)
+        lo_min.append(start)
+        hi_max.append(min(end, bounds[d]))
+    return lo_min, hi_max, vmin, vmax, names
 
 
 def validate_boxes(lo, hi, values, key, blocks, page, target) -> None:

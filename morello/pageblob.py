@@ -89,9 +89,10 @@ def decode(blob: bytes, ndim: int, nvalues: int) -> tuple[np.ndarray, np.ndarray
     return lo, hi, values
 
 
-def decode_raw(blob: bytes, ndim: int, nvalues: int):
-    """``decode``, and also the uncompressed payload and its column widths (what a
-    ``morello._pages.FrozenPage`` reads)."""
+def unpack(blob: bytes, ndim: int, nvalues: int) -> tuple[bytes, bytes, int]:
+    """``(payload, widths, nboxes)`` of a blob written for ``ndim`` coordinates and
+    ``nvalues`` values, its header, sizes and checksum checked (ValueError if not exactly
+    that); the payload's integers are not looked at (``FrozenPage`` checks them)."""
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise ValueError(f"a page is {type(blob).__name__}, not bytes")
     blob = bytes(blob)
@@ -99,7 +100,7 @@ def decode_raw(blob: bytes, ndim: int, nvalues: int):
     if len(blob) < _HEAD.size + ncols + _CRC.size:
         raise ValueError(f"page of {len(blob)} bytes is truncated")
     (crc,) = _CRC.unpack_from(blob, len(blob) - _CRC.size)
-    if zlib.crc32(blob[:-_CRC.size]) != crc:
+    if zlib.crc32(memoryview(blob)[:-_CRC.size]) != crc:
         raise ValueError("page checksum mismatch")
     magic, nd, nv, flags, reserved, n, raw_len = _HEAD.unpack_from(blob)
     if magic != MAGIC:
@@ -131,6 +132,14 @@ def decode_raw(blob: bytes, ndim: int, nvalues: int):
         payload = body
         if len(payload) != raw_len:
             raise ValueError("page payload has the wrong length")
+    return payload, widths, n
+
+
+def decode_raw(blob: bytes, ndim: int, nvalues: int):
+    """``decode``, and also the uncompressed payload and its column widths (what a
+    ``morello._pages.FrozenPage`` reads)."""
+    payload, widths, n = unpack(blob, ndim, nvalues)
+    ncols = 2 * ndim + nvalues
     cols = np.empty((ncols, n), np.int64)
     pos = 0
     wide = np.frombuffer(widths, np.uint8)
