@@ -1,6 +1,8 @@
 """The persistent database: reuse across sessions and shapes; roots replay safely."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import morello
@@ -55,8 +57,13 @@ def _with_extra_kernel(monkeypatch):
 
     extra = Kernel("NewKernel", PrimKind.MATMUL_ACCUM, lambda s, t: "never applies",
                    lambda s, t: 0, 0, lambda *a: None)
+    from morello import rewrites
+
     table = KernelTable("avx2", (extra,) + avx2.TABLE.kernels, avx2.VECTOR_TYPES)
     monkeypatch.setattr(avx2, "TABLE", table)
+    # A patch in memory leaves the code's files (the on-disk fingerprint's stamp) as
+    # they are: compute the fingerprint afresh, as a changed morello would.
+    monkeypatch.setattr(rewrites, "_fingerprint_path", lambda target: None)
     actions_fingerprint.cache_clear()
     fresh_session()
 
@@ -150,3 +157,36 @@ def test_db_stats_reports_how_the_last_search_used_the_database(tmp_path):
     last = dbmod.stats(db)["last_search"]
     assert last["answered_by_database"] > 0 and last["page_loads"] > 0
     assert 0 < last["database_hit_rate"] < 1
+
+
+def test_the_actions_fingerprint_is_remembered_under_a_stamp_of_the_code(tmp_path,
+                                                                         monkeypatch):
+    """A fresh process reads the fingerprint from the cache dir; a damaged or planted file
+    of the wrong form is ignored and rewritten; a changed module changes the stamp."""
+    from morello import rewrites
+    from morello.memory import AVX2
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    rewrites.actions_fingerprint.cache_clear()
+    try:
+        fp = rewrites.actions_fingerprint(AVX2)
+        assert fp == rewrites.compute_actions_fingerprint(AVX2)
+        path = rewrites._fingerprint_path(AVX2)
+        assert path is not None and path.read_text() == fp
+        assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no tmp
+        for bad in ("", "not hex!", "0" * 7, "x" * 10_000):
+            path.write_text(bad)
+            rewrites.actions_fingerprint.cache_clear()
+            assert rewrites.actions_fingerprint(AVX2) == fp and path.read_text() == fp
+        real_stat = rewrites.os.stat
+
+        def touched(p, *a, **k):  # as if kernels/avx2.py had been edited
+            st = real_stat(p, *a, **k)
+            if str(p).endswith("avx2.py"):
+                return os.stat_result((*st[:6], st[6] + 1, *st[7:]))
+            return st
+
+        monkeypatch.setattr(rewrites.os, "stat", touched)
+        assert rewrites._fingerprint_path(AVX2) != path
+    finally:
+        rewrites.actions_fingerprint.cache_clear()

@@ -13,6 +13,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
+import re
+from pathlib import Path
 
 from morello.memory import DESTINATIONS, Target
 from morello.rewrites.accum import ToAccum
@@ -54,6 +57,52 @@ def actions(spec: Spec, target: Target) -> list[Action]:
 
 @functools.lru_cache(maxsize=16)
 def actions_fingerprint(target: Target) -> str:
+    """``compute_actions_fingerprint(target)``, remembered on disk (the user's cache dir)
+    under a stamp of this morello's code (the size and modification time of every module
+    file) and ``target``: a fresh process answering a stored query does not rebuild the
+    kernel tables to name its database context. Any change to the code changes the stamp."""
+    path = _fingerprint_path(target)
+    if path is not None:
+        try:
+            text = path.read_text()[:64]
+            if re.fullmatch(r"[0-9a-f]{8}", text):
+                return text
+        except (OSError, UnicodeDecodeError):
+            pass
+    fp = compute_actions_fingerprint(target)
+    if path is not None:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(fp)
+            os.replace(tmp, path)
+        except OSError:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+    return fp
+
+
+def _fingerprint_path(target: Target) -> Path | None:
+    """Where the fingerprint of ``target`` under this code is remembered (None: nowhere,
+    if the package's files cannot be listed)."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256(repr(target).encode())
+    try:
+        for dirpath, dirnames, files in os.walk(root):
+            dirnames.sort()
+            for name in sorted(files):
+                if name.endswith((".py", ".so", ".pyx", ".pxd")):
+                    st = os.stat(os.path.join(dirpath, name))
+                    h.update(f"{dirpath}/{name}:{st.st_size}:{st.st_mtime_ns};".encode())
+    except OSError:
+        return None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "morello" / "fingerprints" / h.hexdigest()[:32]
+
+
+def compute_actions_fingerprint(target: Target) -> str:
     """A fingerprint of everything an action index depends on for ``target``.
 
     An action's identity in a stored result is its position in ``actions(spec)``, which
