@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from morello.cost import Cost, combine
 from morello.errors import MorelloError
 from morello.memory import Target
-from morello.rewrites import Action, actions
+from morello.rewrites import Action, action_groups, actions
 from morello.specs import Spec
 
 
@@ -50,12 +50,18 @@ def action_at(spec: Spec, target: Target, index: int):
     """The action with index ``index`` of ``spec`` and its expansion; a clear error when
     the index is stale (out of range, or an action that does not apply: a result stored
     by a morello with another action table)."""
-    acts = actions(spec, target)
-    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(acts):
+    act = None
+    if not isinstance(index, bool) and isinstance(index, int) and index >= 0:
+        rest = index
+        for group in action_groups(spec, target):
+            if rest < len(group):
+                act = group[rest]
+                break
+            rest -= len(group)
+    if act is None:
         raise MorelloError(f"stale action index {index!r} for {spec.logical_str()} "
-                           f"({len(acts)} actions): the result was stored under "
-                           "another action table")
-    act = acts[index]
+                           f"({len(actions(spec, target))} actions): the result was "
+                           "stored under another action table")
     exp = act.expand(spec, target)
     if exp is None:
         raise MorelloError(f"stale action index {index} for {spec.logical_str()}: {act} "

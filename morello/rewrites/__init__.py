@@ -37,22 +37,29 @@ Action = TileOut | Split | Move | ToAccum | Select | Decompose | Bufferize
 
 __all__ = [
     "Action", "Bufferize", "Decompose", "Expansion", "Move", "RewriteError", "Select",
-    "Split", "TileOut", "ToAccum", "actions", "actions_fingerprint",
+    "Split", "TileOut", "ToAccum", "action_groups", "actions", "actions_fingerprint",
 ]
 
 
 def actions(spec: Spec, target: Target) -> list[Action]:
     """All candidate actions for ``spec`` in their canonical order."""
     out: list[Action] = []
-    out.extend(move_actions(spec, target))
-    out.extend(tile_actions(spec, target))
-    out.extend(select_actions(spec, target))
-    if spec.kind.info.accum is not None:
-        out.append(ToAccum())
-    out.extend(split_actions(spec, target))
-    out.extend(decompose_actions(spec, target))
-    out.extend(bufferize_actions(spec, target))
+    for group in action_groups(spec, target):
+        out.extend(group)
     return out
+
+
+def action_groups(spec: Spec, target: Target):
+    """``actions(spec)`` in its groups, in order, each made when it is reached (so the
+    action at one index is found without making the groups after it)."""
+    yield move_actions(spec, target)
+    yield tile_actions(spec, target)
+    yield select_actions(spec, target)
+    if spec.kind.info.accum is not None:
+        yield [ToAccum()]
+    yield split_actions(spec, target)
+    yield decompose_actions(spec, target)
+    yield bufferize_actions(spec, target)
 
 
 @functools.lru_cache(maxsize=16)
