@@ -74,6 +74,7 @@ cdef class FrozenPage:
 
     cdef int64_t col(self, int64_t c, int64_t i) noexcept nogil
     cdef void _column(self, int64_t c, int64_t* out) noexcept nogil
+    cdef bint _same_exact(self, int64_t a, int64_t b) noexcept nogil
     cdef uint64_t _hash(self, const int64_t* pt) noexcept nogil
     cdef int64_t locate(self, const int64_t* pt) noexcept nogil
 
@@ -130,6 +131,7 @@ cdef class PageCache:
     cdef uint64_t _merge_mask(self, int64_t table) noexcept
     cdef int _sort_exact(self, int64_t table, int64_t n, int64_t* rows) except -1
     cdef int put_page(self, int64_t table, int64_t n, int64_t* rows) except -1
+    cdef object _bulk(self, int64_t table, int64_t* n, int64_t** rows, vec_t* spare)
 
     cdef inline bint declared(self, int64_t table) noexcept:
         return 0 <= table < self.g_ndim.n and self.g_ndim.data[table] >= 0

@@ -69,6 +69,11 @@ cdef class FrozenPage:
         cdef int64_t ncols = 2 * ndim + nvalues, c, pos = 0, w, i, j, k, d, t
         cdef uint64_t* pairs = NULL
         cdef int64_t* column = NULL
+        cdef int64_t* box = NULL
+        cdef const int64_t* a
+        cdef const int64_t* b
+        cdef int64_t dims[PAGE_MAX_NDIM]
+        cdef int64_t nx
         cdef uint64_t h
         cdef bint overlap
         if not 1 <= ndim <= PAGE_MAX_NDIM or not 1 <= nvalues <= 16 or n < 0 \
@@ -122,28 +127,61 @@ cdef class FrozenPage:
         finally:
             free(pairs)
             free(column)
+            column = NULL
         # Boxes of the same exact coordinates are neighbours in the order: they must not
-        # overlap in the other coordinates.
-        i = 0
-        while i < n:
-            j = i + 1
-            while j < n and self.keys[j] == self.keys[i]:
-                j += 1
-            for k in range(i, j):
-                for t in range(k + 1, j):
-                    overlap = True
-                    for d in range(ndim):
-                        if self.col(d, self.order[k]) + self.col(ndim + d, self.order[k]) \
-                                < self.col(d, self.order[t]) \
-                                or self.col(d, self.order[t]) \
-                                + self.col(ndim + d, self.order[t]) \
-                                < self.col(d, self.order[k]):
-                            overlap = False
-                            break
-                    if overlap:
-                        raise ValueError(f"boxes {self.order[k]} and {self.order[t]} "
+        # overlap in the other coordinates (compared on those decoded once, as [lo, hi]).
+        nx = 0
+        for d in range(ndim):
+            if not (self.exact_dims >> d) & 1:
+                dims[nx] = d
+                nx += 1
+        if nx == 0 or n < 2:
+            if n >= 2:
+                for i in range(n - 1):
+                    if self.keys[i] == self.keys[i + 1] and self._same_exact(
+                            self.order[i], self.order[i + 1]):
+                        raise ValueError(f"boxes {self.order[i]} and {self.order[i + 1]} "
                                          "overlap")
-            i = j
+            return
+        _grow(<void**>&box, n * 2 * nx * sizeof(int64_t))
+        _grow(<void**>&column, n * sizeof(int64_t))
+        try:
+            for k in range(nx):
+                self._column(dims[k], column)
+                for i in range(n):
+                    box[i * 2 * nx + 2 * k] = column[i]
+                self._column(ndim + dims[k], column)
+                for i in range(n):
+                    box[i * 2 * nx + 2 * k + 1] = box[i * 2 * nx + 2 * k] + column[i]
+            i = 0
+            while i < n:
+                j = i + 1
+                while j < n and self.keys[j] == self.keys[i]:
+                    j += 1
+                for k in range(i, j):
+                    a = &box[self.order[k] * 2 * nx]
+                    for t in range(k + 1, j):
+                        b = &box[self.order[t] * 2 * nx]
+                        overlap = True
+                        for d in range(nx):
+                            if a[2 * d + 1] < b[2 * d] or b[2 * d + 1] < a[2 * d]:
+                                overlap = False
+                                break
+                        if overlap and self._same_exact(self.order[k], self.order[t]):
+                            raise ValueError(f"boxes {self.order[k]} and {self.order[t]} "
+                                             "overlap")
+                i = j
+        finally:
+            free(box)
+            free(column)
+
+    cdef bint _same_exact(self, int64_t a, int64_t b) noexcept nogil:
+        """Whether boxes a and b have the same exact coordinates (not just their hash)."""
+        cdef int64_t d
+        for d in range(self.ndim):
+            if (self.exact_dims >> d) & 1 and self.col(d, a) != self.col(d, b):
+                return False
+        return True
 
     def __dealloc__(self):
         free(self.keys)
@@ -994,9 +1032,8 @@ cdef class PageCache:
         cdef int64_t nd, nv = self.nvalues, w, i, d, b, s, m, k, npaged
         cdef int64_t paged[PAGE_MAX_NDIM]
         cdef int64_t first[PAGE_MAX_NDIM]
-        cdef vec_t carved, spare
+        cdef vec_t spare
         cdef bint bulk
-        memset(&carved, 0, sizeof(vec_t))
         memset(&spare, 0, sizeof(vec_t))
         if n <= 0:
             return 0
@@ -1024,40 +1061,81 @@ cdef class PageCache:
                     bulk = False
         s = self._find_slot(table, rows, True) if bulk else -1
         if bulk and self.s_fresh[s] is None:
-            exact = [d for d in range(nd) if (self.g_exact.data[table] >> d) & 1]
-            for attempt in range(2):
-                if attempt:  # overlaps the first did not see: group one Spec's rows
-                    self._sort_exact(table, n, rows)
-                if self._carve(table, n, rows, &carved):  # one Spec's boxes overlapped
-                    n = carved.n // w
-                    _vec_free(&spare)  # (rows may have been in it: carved is a copy)
-                    spare = carved
-                    memset(&carved, 0, sizeof(vec_t))
-                    rows = spare.data
-                m = _merge_runs(rows, n, nd, nv, self._merge_mask(table))
-                try:
-                    part = _freeze_rows(rows, m, nd, nv, exact)
-                except ValueError:
-                    part = None
-                n = m
-                if part is not None:
-                    _vec_free(&carved)
-                    _vec_free(&spare)
-                    self.s_fresh[s] = part
-                    if not self.s_dirty.data[s]:
-                        self.s_dirty.data[s] = 1
-                        _push(&self.fresh_dirty, s)
-                        self._lru_unlink(s)
-                    self.bulk_boxes += m
-                    return 0
+            part = self._bulk(table, &n, &rows, &spare)
+            if part is not None:
+                _vec_free(&spare)
+                self.s_fresh[s] = part
+                if not self.s_dirty.data[s]:
+                    self.s_dirty.data[s] = 1
+                    _push(&self.fresh_dirty, s)
+                    self._lru_unlink(s)
+                self.bulk_boxes += len(part)
+                return 0
             # not a valid page after all (a range in an exact dim): box by box below
         try:
             for i in range(n):
                 self.put(table, &rows[i * w], &rows[i * w + nd], &rows[i * w + 2 * nd])
         finally:
-            _vec_free(&carved)
             _vec_free(&spare)
         return 0
+
+    cdef object _bulk(self, int64_t table, int64_t* n, int64_t** rows, vec_t* spare):
+        """The FrozenPage of the ``n[0]`` rows ``rows[0]`` (made disjoint: carved where
+        one Spec's boxes overlap, first as the rows come, then sorted by Spec; merged
+        along the merge dims), or None if they are not a valid page (a range in an exact
+        dim). The rows are rewritten: ``rows[0]`` may then point into ``spare`` (the
+        caller frees it) and ``n[0]`` be another count."""
+        cdef int64_t nd = self.g_ndim.data[table], nv = self.nvalues, w, m, d
+        cdef vec_t carved
+        w = 2 * nd + nv
+        memset(&carved, 0, sizeof(vec_t))
+        exact = [d for d in range(nd) if (self.g_exact.data[table] >> d) & 1]
+        try:
+            for attempt in range(2):
+                if attempt:  # overlaps the first did not see: group one Spec's rows
+                    self._sort_exact(table, n[0], rows[0])
+                if self._carve(table, n[0], rows[0], &carved):  # one Spec's boxes overlap
+                    n[0] = carved.n // w
+                    _vec_free(spare)  # (rows may have been in it: carved is a copy)
+                    spare[0] = carved
+                    memset(&carved, 0, sizeof(vec_t))
+                    rows[0] = spare.data
+                m = _merge_runs(rows[0], n[0], nd, nv, self._merge_mask(table))
+                n[0] = m
+                try:
+                    return _freeze_rows(rows[0], m, nd, nv, exact)
+                except ValueError:
+                    pass
+        finally:
+            _vec_free(&carved)
+        return None
+
+    def build_part(self, int64_t table, rows):
+        """The FrozenPage of ``rows`` (an (n, 2 * ndim + nvalues) array of boxes that agree
+        where they overlap, e.g. every part of a page: a compaction), made as a search's
+        save makes a page's part; None if the rows are not a valid page of ``table``."""
+        cdef int64_t n, nd
+        cdef int64_t* p
+        cdef vec_t spare
+        if self.geometry(table) is None or self.g_exact.data[table] < 0:
+            raise ValueError(f"table {table} is not declared with its exact dims")
+        nd = self.g_ndim.data[table]
+        a = np.array(rows, dtype=np.int64, order="C", copy=True)
+        if a.ndim != 2 or a.shape[1] != 2 * nd + self.nvalues:
+            raise ValueError(f"rows must be (n, {2 * nd + self.nvalues})")
+        if (a[:, :nd] < 0).any() or (a[:, :nd] > a[:, nd:2 * nd]).any():
+            raise ValueError("box needs 0 <= lo <= hi")
+        cdef int64_t[:, ::1] r = a
+        n = a.shape[0]
+        if n == 0:
+            return _freeze_rows(NULL, 0, nd, self.nvalues,
+                                [d for d in range(nd) if (self.g_exact.data[table] >> d) & 1])
+        p = &r[0, 0]
+        memset(&spare, 0, sizeof(vec_t))
+        try:
+            return self._bulk(table, &n, &p, &spare)
+        finally:
+            _vec_free(&spare)
 
     # ---- Python API -----------------------------------------------------------------
 

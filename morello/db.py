@@ -602,12 +602,23 @@ class Store:
                                   (tid, pb)).fetchone()[0]
         replaces = parts + 1 >= MAX_PARTS
         frozen = None if replaces else cache.fresh_frozen(s)
+        if replaces:
+            # Compaction: every part's boxes (each optimal throughout) in one new part,
+            # built like a search's (overlaps carved, neighbours merged), stored for all.
+            stored = [self._decode(data, key, geo[1], page) for (data,) in self.conn.execute(
+                "SELECT data FROM pages WHERE tbl = ? AND page = ? ORDER BY version",
+                (tid, pb)).fetchall()]
+            rows = np.concatenate([np.concatenate(a, axis=1)
+                                   for a in (*stored, cache.fresh_arrays(s))])
+            frozen = cache.build_part(table, rows)
+            if frozen is not None:
+                self.conn.execute("DELETE FROM pages WHERE tbl = ? AND page = ?", (tid, pb))
         if frozen is not None:  # built in bulk (PageCache.put_page): stored as it is
             payload, widths = frozen.stored_form()
             blob = pageblob.pack(payload, widths, len(frozen), frozen.ndim, frozen.nvalues)
             self.conn.execute("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?)",
                               (tid, pb, seq, len(frozen), blob))
-            cache.saved(s, seq, frozen, False)
+            cache.saved(s, seq, frozen, replaces)
             return
         arrays = cache.fresh_arrays(s)
         if replaces:

@@ -190,3 +190,28 @@ def test_the_actions_fingerprint_is_remembered_under_a_stamp_of_the_code(tmp_pat
         assert rewrites._fingerprint_path(AVX2) != path
     finally:
         rewrites.actions_fingerprint.cache_clear()
+
+
+def test_pages_of_many_parts_are_compacted_and_keep_every_result(tmp_path, monkeypatch):
+    """Ten searches append parts to the same small pages; the MAX_PARTS-th save of a page
+    compacts its parts into one (built in bulk); the file checks clean and later queries
+    get the costs a search without a database finds."""
+    import sqlite3
+
+    from morello import db as dbmod
+
+    monkeypatch.setattr(dbmod, "MAX_PARTS", 3)
+    db = tmp_path / "t.sqlite"
+    for n in range(1, 11):
+        morello.synthesize(morello.matmul(n, n + 1, 2), db=db)
+        fresh_session()
+    conn = sqlite3.connect(db)
+    parts = [c for (c,) in conn.execute("SELECT count(*) FROM pages GROUP BY tbl, page")]
+    conn.close()
+    # The pages of the smallest sizes hold results of all ten searches, in at most 2 parts.
+    assert max(parts) < 3
+    assert dbmod.check(db)["ok"]
+    for s in [(3, 5, 2), (7, 9, 3), (11, 4, 2)]:
+        got = morello.synthesize(morello.matmul(*s), db=db)
+        assert got.cost == morello.synthesize(morello.matmul(*s), db=False).cost
+        fresh_session()
