@@ -87,13 +87,17 @@ cdef class FrozenPage:
             self.exact_dims |= (<uint64_t>1) << d
         for c in range(ncols):
             self.width[c] = widths[c]
-            if self.width[c] not in (1, 2, 4, 8):
+            if self.width[c] not in (0, 1, 2, 4, 8) or (self.width[c] == 0 and n == 0):
                 raise ValueError("a column of unknown width")
         for w in (1, 2, 4, 8):
             for c in range(ncols):
                 if self.width[c] == w:
                     self.offset[c] = pos
                     pos += n * w
+        for c in range(ncols):  # constant columns: their one value, 8 bytes, at the end
+            if self.width[c] == 0:
+                self.offset[c] = pos
+                pos += 8
         if len(payload) != pos:
             raise ValueError(f"page payload of {len(payload)} bytes, expected {pos}")
         self.payload = payload
@@ -197,6 +201,8 @@ cdef class FrozenPage:
             return (<const int16_t*>p)[i]
         if w == 4:
             return (<const int32_t*>p)[i]
+        if w == 0:  # a constant column
+            return (<const int64_t*>p)[0]
         return (<const int64_t*>p)[i]
 
     cdef void _column(self, int64_t c, int64_t* out) noexcept nogil:
@@ -212,6 +218,9 @@ cdef class FrozenPage:
         elif w == 4:
             for i in range(self.n):
                 out[i] = (<const int32_t*>p)[i]
+        elif w == 0:
+            for i in range(self.n):
+                out[i] = (<const int64_t*>p)[0]
         else:
             memcpy(out, p, self.n * sizeof(int64_t))
 
@@ -275,6 +284,25 @@ cdef class FrozenPage:
                 V[i, d] = self.col(2 * self.ndim + d, i)
         order = np.lexsort(lo.T[::-1])
         return lo[order], hi[order], values[order]
+
+    def rows(self):
+        """Its boxes as one (n, 2 * ndim + nvalues) int64 array of rows [lo, hi, values],
+        in stored order."""
+        cdef int64_t nd = self.ndim, w = 2 * nd + self.nvalues, c, i
+        out = np.empty((self.n, w), np.int64)
+        if self.n == 0:
+            return out
+        cdef int64_t[:, ::1] R = out
+        cdef int64_t* column = NULL
+        try:
+            _grow(<void**>&column, self.n * sizeof(int64_t))
+            for c in range(w):
+                self._column(c, column)
+                for i in range(self.n):
+                    R[i, c] = column[i] + (R[i, c - nd] if nd <= c < 2 * nd else 0)
+        finally:
+            free(column)
+        return out
 
     def __len__(self):
         return self.n
@@ -577,9 +605,10 @@ cdef FrozenPage _freeze_rows(const int64_t* rows, int64_t n, int64_t ndim, int64
                 cmin[c] = x
             if i == 0 or x > cmax[c]:
                 cmax[c] = x
-    for c in range(ncols):
-        cw[c] = <unsigned char>(_width_of(cmin[c], cmax[c]) if n else 1)
-        size += n * cw[c]
+    for c in range(ncols):  # width 0: a constant column, its value stored once
+        cw[c] = <unsigned char>((0 if cmin[c] == cmax[c] else _width_of(cmin[c], cmax[c]))
+                                if n else 1)
+        size += n * cw[c] if cw[c] else 8
     payload = PyBytes_FromStringAndSize(NULL, size)
     out = PyBytes_AS_STRING(payload)
     for x in (1, 2, 4, 8):
@@ -599,6 +628,10 @@ cdef FrozenPage _freeze_rows(const int64_t* rows, int64_t n, int64_t ndim, int64
                 else:
                     (<int64_t*>(out + pos))[i] = v
             pos += n * x
+    for c in range(ncols):
+        if cw[c] == 0:
+            memcpy(out + pos, &cmin[c], 8)
+            pos += 8
     widths = PyBytes_FromStringAndSize(<char*>cw, ncols)
     return FrozenPage(payload, widths, n, ndim, nvalues, exact_dims)
 

@@ -562,7 +562,7 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
                progress=None, threads: int = 1, calibration: str | None = None) -> Program:
     """Find the cheapest Impl of ``spec``.
 
-    ``db``: None uses the default database (``$XDG_CACHE_HOME/morello/results-v11.sqlite``),
+    ``db``: None uses the default database (``$XDG_CACHE_HOME/morello/results-v12.sqlite``),
     a path uses that file (read-only files answer what they hold, with a
     ``DatabaseWarning``), False keeps results in memory only. ``progress(seen, solved, seconds)``
     is called about twice a second during long searches, and ``progress.saving(path)``, if

@@ -52,7 +52,7 @@ examples:
   morello calibrate                      measure the cost model's constants on this host
 
 Results of every search are kept in a database (default:
-$XDG_CACHE_HOME/morello/results-v11.sqlite) and reused by later searches, for any
+$XDG_CACHE_HOME/morello/results-v12.sqlite) and reused by later searches, for any
 shape; --db chooses another file. One file holds results for every target, thread
 count, set of cost constants and version of the action table, each apart. Several
 processes may search into one file at once; a read-only file answers what it holds.
@@ -114,7 +114,7 @@ def _add_spec_args(p: argparse.ArgumentParser) -> None:
                         "run and bench need a CPU with avx512f)")
     p.add_argument("--db", metavar="PATH", default=None,
                    help="database file to read and extend (default: "
-                        "$XDG_CACHE_HOME/morello/results-v11.sqlite); a read-only file is "
+                        "$XDG_CACHE_HOME/morello/results-v12.sqlite); a read-only file is "
                         "read, and new results are then kept in memory only")
     p.add_argument("--threads", type=_int, default=1, metavar="N",
                    help="threads: parallel loops are searched and run on N OpenMP "

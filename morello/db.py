@@ -56,7 +56,7 @@ from morello import pageblob
 from morello.errors import DatabaseError
 
 FORMAT = "morello-results"
-VERSION = 11
+VERSION = 12
 BUSY_TIMEOUT_MS = 60_000
 DEFAULT_CACHE_BYTES = 256 << 20
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -605,11 +605,10 @@ class Store:
         if replaces:
             # Compaction: every part's boxes (each optimal throughout) in one new part,
             # built like a search's (overlaps carved, neighbours merged), stored for all.
-            stored = [self._decode(data, key, geo[1], page) for (data,) in self.conn.execute(
-                "SELECT data FROM pages WHERE tbl = ? AND page = ? ORDER BY version",
-                (tid, pb)).fetchall()]
-            rows = np.concatenate([np.concatenate(a, axis=1)
-                                   for a in (*stored, cache.fresh_arrays(s))])
+            stored = [self._frozen(data, key, geo[1], page).rows() for (data,)
+                      in self.conn.execute("SELECT data FROM pages WHERE tbl = ? AND page = ? "
+                                           "ORDER BY version", (tid, pb)).fetchall()]
+            rows = np.concatenate([*stored, np.concatenate(cache.fresh_arrays(s), axis=1)])
             frozen = cache.build_part(table, rows)
             if frozen is not None:
                 self.conn.execute("DELETE FROM pages WHERE tbl = ? AND page = ?", (tid, pb))

@@ -8,12 +8,14 @@ A page blob is::
     reserved                             u8   (0)
     nboxes                               u32
     payload length, uncompressed         u32
-    widths                               u8 each of 2*ndim + nvalues columns (1, 2, 4, 8)
+    widths                               u8 each of 2*ndim + nvalues columns (0, 1, 2,
+                                         4, 8; 0: a constant column)
     payload                              the columns, each nboxes signed little-endian
                                          integers of its width; columns are numbered lo
                                          (ndim columns), extent hi - lo (ndim), values,
                                          and stored in order of width (1, 2, 4, 8), by
-                                         number within a width
+                                         number within a width; then the value of each
+                                         constant column (width 0), an int64, by number
     crc32 of every byte above            u32
 
 Nothing in it is executable: decoding is ``struct`` and ``numpy.frombuffer`` on bounded
@@ -40,14 +42,16 @@ _COMPRESSED = 1
 
 
 def _widths(columns: np.ndarray) -> bytes:
-    """The narrowest width in bytes holding each column (row) of ``columns``."""
+    """The narrowest width in bytes holding each column (row) of ``columns``: 0 for a
+    constant column (of at least one entry)."""
     if columns.shape[1] == 0:
-        return bytes(len(columns))
+        return bytes([1] * len(columns))
     lo, hi = columns.min(axis=1), columns.max(axis=1)
     out = np.full(len(columns), 8, np.uint8)
     for w in (4, 2, 1):
         bound = 1 << (8 * w - 1)
         out[(lo >= -bound) & (hi < bound)] = w
+    out[lo == hi] = 0
     return out.tobytes()
 
 
@@ -67,13 +71,20 @@ def encode(lo: np.ndarray, hi: np.ndarray, values: np.ndarray, compress: bool = 
     widths = _widths(columns) if n else bytes([1] * len(columns))
     wide = np.frombuffer(widths, np.uint8)
     payload = b"".join(columns[wide == w].astype(_WIDTHS[w]).tobytes() for w in (1, 2, 4, 8))
+    if n:
+        payload += columns[wide == 0, 0].astype("<i8").tobytes()
     return pack(payload, widths, n, ndim, nvalues, compress)
+
+
+def _payload_len(widths: bytes, n: int) -> int:
+    """Bytes of a payload of ``n`` boxes in columns of these widths."""
+    return n * sum(widths) + 8 * sum(1 for w in widths if w == 0)
 
 
 def pack(payload: bytes, widths: bytes, n: int, ndim: int, nvalues: int,
          compress: bool = True) -> bytes:
     """The blob of a payload already in column form (``FrozenPage.stored_form``)."""
-    if len(widths) != 2 * ndim + nvalues or len(payload) != n * sum(widths):
+    if len(widths) != 2 * ndim + nvalues or len(payload) != _payload_len(widths, n):
         raise ValueError("payload and widths disagree")
     body = zlib.compress(payload, 1) if compress else payload
     head = _HEAD.pack(MAGIC, ndim, nvalues, _COMPRESSED if compress else 0, 0, n,
@@ -114,9 +125,9 @@ def unpack(blob: bytes, ndim: int, nvalues: int) -> tuple[bytes, bytes, int]:
         raise ValueError(f"page claims {n} boxes of {ncols} integers (at most {MAX_BOXES} "
                          f"boxes, {MAX_CELLS} integers)")
     widths = blob[_HEAD.size:_HEAD.size + ncols]
-    if any(w not in _WIDTHS for w in widths):
+    if any(w not in _WIDTHS and (w != 0 or n == 0) for w in widths):
         raise ValueError("page has a column of unknown width")
-    expected = n * sum(widths)
+    expected = _payload_len(widths, n)
     if raw_len != expected or raw_len > MAX_PAYLOAD:
         raise ValueError(f"page payload of {raw_len} bytes, expected {expected}")
     body = blob[_HEAD.size + ncols:-_CRC.size]
@@ -148,6 +159,9 @@ def decode_raw(blob: bytes, ndim: int, nvalues: int):
         if len(idx):
             cols[idx] = np.frombuffer(payload, _WIDTHS[w], n * len(idx), pos).reshape(len(idx), n)
             pos += n * w * len(idx)
+    idx = np.flatnonzero(wide == 0)
+    if len(idx):
+        cols[idx] = np.frombuffer(payload, "<i8", len(idx), pos)[:, None]
     lo = np.ascontiguousarray(cols[:ndim].T)
     ext = cols[ndim:2 * ndim].T
     if (lo < 0).any() or (ext < 0).any() or (lo > (1 << 62)).any() or (ext > (1 << 62)).any():

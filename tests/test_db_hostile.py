@@ -41,6 +41,7 @@ import morello
 from morello import api, cli, pageblob
 from morello import db as dbmod
 from morello.errors import DatabaseError
+from morello.db import VERSION
 from morello.impl import replay
 from morello.memory import LEVELS, parse_target
 from morello.rewrites import actions
@@ -453,11 +454,14 @@ def test_bit_flip_in_the_queried_page_is_refused(tmp_path, pages_bytes, capsys):
 
 META = {
     "version-10": ("UPDATE meta SET value = '10' WHERE name = 'version'", "version '10'"),
-    "version-12": ("UPDATE meta SET value = '12' WHERE name = 'version'", "version '12'"),
+    "version-older": (f"UPDATE meta SET value = '{VERSION - 1}' WHERE name = 'version'",
+                      f"version '{VERSION - 1}'"),
+    "version-newer": (f"UPDATE meta SET value = '{VERSION + 1}' WHERE name = 'version'",
+                      f"version '{VERSION + 1}'"),
     "version-huge": ("UPDATE meta SET value = '" + "9" * 5000 + "' WHERE name = 'version'",
                      "version"),
     "version-missing": ("DELETE FROM meta WHERE name = 'version'", "version"),
-    "version-integer": ("UPDATE meta SET value = 11 WHERE name = 'version'", None),
+    "version-integer": (f"UPDATE meta SET value = {VERSION} WHERE name = 'version'", None),
     "format-other": ("UPDATE meta SET value = 'something-else' WHERE name = 'format'",
                      "not a morello database"),
     "format-missing": ("DELETE FROM meta WHERE name = 'format'", "not a morello database"),
@@ -472,7 +476,7 @@ def test_wrong_meta(tmp_path, good_bytes, reference, capsys, case):
     sql, match = META[case]
     path = edit(write(tmp_path, good_bytes), sql)
     if case == "version-integer":
-        # The column is TEXT: SQLite stores the integer 11 as the text '11'. Harmless.
+        # The column is TEXT: SQLite stores the integer as its text. Harmless.
         prog = morello.synthesize(the_spec(), db=path)
         honest(prog, reference)
         return
@@ -555,7 +559,7 @@ SCHEMAS = {
     "renamed-column": "ALTER TABLE meta RENAME COLUMN value TO val",
     "altered-meta": ["DROP TABLE meta", "CREATE TABLE meta(name TEXT, value TEXT)",
                      "INSERT INTO meta VALUES ('format', 'morello-results'), "
-                     "('version', '11'), ('seq', '1')"],
+                     f"('version', '{VERSION}'), ('seq', '1')"],
     "dropped-index": "DROP INDEX pages_by_version",
     "dropped-table": "DROP TABLE roots",
 }

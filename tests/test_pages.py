@@ -275,3 +275,21 @@ def test_a_blob_with_a_valid_checksum_but_lying_sizes_is_refused():
     blob = body + zlib.crc32(body).to_bytes(4, "little")
     with pytest.raises(ValueError, match="boxes|payload"):
         pageblob.decode(blob, 2, 1)
+
+
+def test_constant_columns_are_stored_once():
+    from morello._pages import FrozenPage
+
+    lo = np.array([[5, 0, 2], [5, 1, 2], [5, 2, 2]], np.int64)
+    hi = lo + np.array([0, 0, 3])
+    values = np.array([[1 << 40, 7], [1 << 40, 8], [1 << 40, 9]], np.int64)
+    blob = pageblob.encode(lo, hi, values, compress=False)
+    payload, widths, n = pageblob.unpack(blob, 3, 2)
+    # lo[0], lo[2], the three extents and values[0] are constant: width 0, 8 bytes each
+    assert list(widths) == [0, 1, 0, 0, 0, 0, 0, 1] and len(payload) == 2 * 3 + 6 * 8
+    assert all((a == b).all() for a, b in zip(pageblob.decode(blob, 3, 2), (lo, hi, values)))
+    page = FrozenPage(payload, widths, n, 3, 2, [0, 1])
+    assert page.get((5, 1, 4)) == (1 << 40, 8) and page.get((5, 1, 6)) is None
+    assert (page.rows() == np.concatenate([lo, hi, values], axis=1)).all()
+    with pytest.raises(ValueError, match="width"):  # no constant column without boxes
+        FrozenPage(b"", bytes([0] * 8), 0, 3, 2, [0])
