@@ -17,8 +17,14 @@ from morello._expand import Expander
 from morello._graph import SpecGraph
 from morello._pages import PageCache
 from morello.compose import MAX_CHAIN_OPERANDS, MAX_CHAIN_RANK, Chain
-from morello.coords import (exact_dims, key_params, merge_dims, operand_coords, page_blocks,
-                            point_len)
+from morello.coords import (
+    exact_dims,
+    key_params,
+    merge_dims,
+    operand_coords,
+    page_blocks,
+    point_len,
+)
 from morello.cost import Cost, move_cost
 from morello.dtypes import Dtype
 from morello.errors import DatabaseError, MorelloError, SpecError

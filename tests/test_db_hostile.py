@@ -40,8 +40,8 @@ import pytest
 import morello
 from morello import api, cli, pageblob
 from morello import db as dbmod
-from morello.errors import DatabaseError
 from morello.db import VERSION
+from morello.errors import DatabaseError
 from morello.impl import replay
 from morello.memory import LEVELS, parse_target
 from morello.rewrites import actions
