@@ -1226,7 +1226,7 @@ cdef class PageCache:
                       const int64_t[::1] versions):
         """``register`` for many pages at once: ``pages`` holds their coordinates as
         little-endian int64 (one row of ndim per page), ``versions`` their versions.
-        ValueError if a coordinate is outside [0, 2^40] or a version outside [1, 2^62)."""
+        ValueError if a coordinate is outside [0, 2^62] or a version outside [1, 2^62)."""
         cdef int64_t n, d, i, s, v
         cdef int64_t key[KEY_WIDTH]
         cdef const int64_t* coords
@@ -1246,7 +1246,7 @@ cdef class PageCache:
             for d in range(n):
                 # little-endian on every target morello supports (x86-64)
                 key[1 + d] = coords[i * n + d]
-                if not 0 <= key[1 + d] <= (<int64_t>1 << 40):
+                if not 0 <= key[1 + d] <= (<int64_t>1 << 62):
                     raise ValueError(f"page coordinate {key[1 + d]} out of range")
             s = self._slot(key, True)
             self.s_stored.data[s] = 1

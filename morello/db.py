@@ -155,7 +155,7 @@ def _page_tuple(blob, ndim: int) -> tuple[int, ...]:
     if not isinstance(blob, bytes) or len(blob) != 8 * ndim:
         raise ValueError("malformed page coordinates")
     page = np.frombuffer(blob, "<i8")
-    if (page < 0).any() or (page > (1 << 40)).any():
+    if (page < 0).any() or (page > (1 << 62)).any():
         raise ValueError("page coordinates out of range")
     return tuple(int(x) for x in page)
 
