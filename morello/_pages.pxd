@@ -90,6 +90,7 @@ cdef class PageCache:
     cdef vec_t g_pages                       # pages known per table (loaded or stored)
     cdef vec_t g_merge                       # MemoTable.merge_dims of its pages
     cdef vec_t g_exact                       # mask of exact dims, -1 = not declared
+    cdef vec_t g_lazy                        # 1: pages are asked for when first met
     # pages, by slot
     cdef map_t index                         # page key -> slot
     cdef vec_t s_keys                        # KEY_WIDTH per slot: its key
@@ -137,4 +138,5 @@ cdef class PageCache:
         return 0 <= table < self.g_ndim.n and self.g_ndim.data[table] >= 0
 
     cdef inline bint has_pages(self, int64_t table) noexcept:
-        return 0 <= table < self.g_pages.n and self.g_pages.data[table] > 0
+        return 0 <= table < self.g_pages.n and (self.g_pages.data[table] > 0
+                                                or self.g_lazy.data[table] != 0)

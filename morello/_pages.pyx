@@ -666,6 +666,7 @@ cdef class PageCache:
         _vec_free(&self.g_pages)
         _vec_free(&self.g_merge)
         _vec_free(&self.g_exact)
+        _vec_free(&self.g_lazy)
         _vec_free(&self.s_keys)
         _vec_free(&self.s_version)
         _vec_free(&self.s_stored)
@@ -712,6 +713,7 @@ cdef class PageCache:
             _push(&self.g_pages, 0)
             _push(&self.g_merge, 0)
             _push(&self.g_exact, -1)
+            _push(&self.g_lazy, 0)
             for d in range(PAGE_MAX_NDIM):
                 _push(&self.g_block, 0)
         if self.g_ndim.data[table] >= 0:
@@ -725,6 +727,15 @@ cdef class PageCache:
         self.g_exact.data[table] = exact
         for d in range(ndim):
             self.g_block.data[table * PAGE_MAX_NDIM + d] = b[d]
+
+    def set_lazy(self, int64_t table):
+        """The store holds pages of ``table`` but its page directory is not read: each page
+        is asked for (through the loader) when a find first meets it, and known as absent
+        if the store does not have it. (Reading a large table's directory would cost in
+        proportion to the file, not to the search.)"""
+        if self.geometry(table) is None:
+            raise ValueError(f"table {table} is not declared")
+        self.g_lazy.data[table] = 1
 
     def new_table(self, int64_t table):
         """An empty MemoTable shaped and merging like the pages of ``table``."""
@@ -819,6 +830,8 @@ cdef class PageCache:
         if loaded is None:
             parts = []
             self.s_stored.data[s] = 0
+            self.absent += 1
+            self.loads -= 1  # (counted below: a page the store does not have is no load)
         elif isinstance(loaded, (MemoTable, FrozenPage)):
             parts = [loaded]
         else:
@@ -845,12 +858,17 @@ cdef class PageCache:
             if create:
                 raise ValueError(f"table {table} is not declared")
             return -1
-        if not create and self.g_pages.data[table] == 0:
+        if not create and self.g_pages.data[table] == 0 and not self.g_lazy.data[table]:
             self.absent += 1
             return -1
         self._page_key(table, pt, key)
         s = self._slot(key, create)
-        if s < 0:
+        if s < 0 and self.g_lazy.data[table]:
+            # A table whose page directory is not read: ask the store (the loader) when
+            # a page is first met; a page it does not have stays known as absent.
+            s = self._slot(key, True)
+            self.s_stored.data[s] = 1
+        elif s < 0:
             self.absent += 1
         return s
 

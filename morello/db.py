@@ -387,11 +387,12 @@ class Store:
         self.data_version = v
         return True
 
-    def table(self, key: tuple) -> tuple[int, tuple[int, ...], bytes, np.ndarray] | None:
+    def table(self, key: tuple, directory: bool = True
+              ) -> tuple[int, tuple[int, ...], bytes, np.ndarray] | None:
         """``(table id, blocks, pages, versions)`` of ``key`` in this context (``pages``:
         the page coordinates of every stored page as little-endian int64, ndim per page;
-        ``PageCache.register_many`` checks them), or None if the file has no such
-        table."""
+        ``PageCache.register_many`` checks them; with ``directory=False`` none are read,
+        and both are empty), or None if the file has no such table."""
         from morello.coords import point_len
 
         if self.ctx is None:
@@ -407,6 +408,8 @@ class Store:
         if ndim != point_len(key) or nvalues != _nvalues():
             raise DatabaseError(f"{self.path} is corrupt (table {key[0]} has {ndim} "
                                 f"coordinates and {nvalues} values)")
+        if not directory:
+            return int(tid), blocks, b"", np.zeros(0, np.int64)
         rows = self._q("SELECT page, max(version) FROM pages WHERE tbl = ? GROUP BY page",
                        (tid,))
         if not all(isinstance(p, bytes) and len(p) == 8 * ndim and isinstance(v, int)
@@ -475,23 +478,31 @@ class Store:
     def load_page(self, tid: int, key: tuple, blocks: tuple[int, ...], page):
         """The parts of the page, newest first, as validated FrozenPages (None if the
         file has no such page)."""
-        rows = self._q("SELECT data FROM pages WHERE tbl = ? AND page = ? ORDER BY "
+        rows = self._q("SELECT data, version FROM pages WHERE tbl = ? AND page = ? ORDER BY "
                        "version DESC LIMIT ?", (tid, _page_bytes(page), 4 * MAX_PARTS))
         if not rows:
             return None
-        return [self._frozen(data, key, blocks, page) for (data,) in rows]
-
-    def _frozen(self, blob, key, blocks, page, target=None):
-        """The validated FrozenPage of a stored part (checked in C: no decoding into
-        arrays; ``validate_boxes`` says what is checked)."""
-        from morello._pages import FrozenPage
-        from morello.coords import exact_dims, point_len
-
+        for _, version in rows:
+            self._version(version)
         try:
-            payload, widths, n = pageblob.unpack(blob, point_len(key), _nvalues())
-            frozen = FrozenPage(payload, widths, n, point_len(key), _nvalues(),
-                                exact_dims(key))
-            frozen.check_bounds(*page_bounds(key, blocks, page, target or self.target))
+            bounds = page_bounds(key, blocks, page, self.target)
+        except ValueError as e:
+            raise DatabaseError(f"{self.path} is corrupt (a page of {key[0]}: {e}); "
+                                "delete it or pass another --db") from None
+        return [self._frozen(data, key, blocks, page, bounds=bounds) for data, _ in rows]
+
+    def _frozen(self, blob, key, blocks, page, target=None, bounds=None):
+        """The validated FrozenPage of a stored part (checked in C: no decoding into
+        arrays; ``validate_boxes`` says what is checked; ``bounds``: ``page_bounds``
+        of its page, if known)."""
+        from morello._pages import FrozenPage
+
+        ndim, exact = _key_dims(key)
+        try:
+            payload, widths, n = pageblob.unpack(blob, ndim, _nvalues())
+            frozen = FrozenPage(payload, widths, n, ndim, _nvalues(), exact)
+            frozen.check_bounds(*(bounds or page_bounds(key, blocks, page,
+                                                        target or self.target)))
             return frozen
         except ValueError as e:
             raise DatabaseError(f"{self.path} is corrupt (a page of {key[0]}: {e}); "
@@ -703,6 +714,14 @@ def coordinate_bounds(key: tuple, target) -> list[int]:
         else:
             out.append(top[s])
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _key_dims(key: tuple) -> tuple[int, tuple[int, ...]]:
+    """The point length and exact dims of table ``key``."""
+    from morello.coords import exact_dims, point_len
+
+    return point_len(key), exact_dims(key)
 
 
 @functools.lru_cache(maxsize=256)

@@ -27,7 +27,7 @@ from morello.coords import (
 )
 from morello.cost import Cost, move_cost
 from morello.dtypes import Dtype
-from morello.errors import DatabaseError, MorelloError, SpecError
+from morello.errors import MorelloError, SpecError
 from morello.kernels import table_for
 from morello.kinds import KINDS, MAX_RANK, PrimKind, output_dims, reduction_dims
 from morello.memory import LEVELS, Level, MemoryLimits, Target
@@ -138,23 +138,17 @@ class Engine:
             return i
         i = self._table_index[key] = len(self.table_keys)
         self.table_keys.append(key)
-        found = self.store.table(key) if self.store is not None else None
+        found = self.store.table(key, directory=False) if self.store is not None else None
         if found is None:
             self.pages.set_table(i, point_len(key), page_blocks(key), merge_dims(key),
                                  exact_dims(key))
         else:
-            tid, blocks, pages, versions = found
+            # Its pages are asked for as the search meets them (no directory read).
+            tid, blocks, _, _ = found
             self.store_ids[key] = tid
             self.pages.set_table(i, point_len(key), blocks, merge_dims(key), exact_dims(key))
-            self._register(i, pages, versions)
+            self.pages.set_lazy(i)
         return i
-
-    def _register(self, i: int, pages: bytes, versions) -> None:
-        try:
-            self.pages.register_many(i, pages, versions)
-        except ValueError as e:
-            raise DatabaseError(f"{self.store.path} is corrupt ({e}); delete it or pass "
-                                "another --db") from None
 
     def _table_of(self, form: int, dtype_codes: tuple[int, ...]) -> int:
         """The persistent table of Specs of ``form`` over operands of these dtypes."""
@@ -181,15 +175,15 @@ class Engine:
             ids = store.table_ids()
             for key in missing:
                 if key in ids:
-                    found = store.table(key)
+                    found = store.table(key, directory=False)
                     if found is None:
                         continue
-                    tid, blocks, pages, versions = found
+                    tid, blocks, _, _ = found
                     i = self._table_index[key]
                     if self.pages.geometry(i) != (point_len(key), blocks):
                         continue  # another geometry: keep our own pages
                     self.store_ids[key] = tid
-                    self._register(i, pages, versions)
+                    self.pages.set_lazy(i)  # (pages saved since: below)
         for key, page, version in store.changes(self.store_ids):
             self.pages.register(self._table_index[key], page, version)
 
