@@ -74,13 +74,6 @@ class TensorSpec:
         return inner.dim if inner.pack is None else -1
 
     @property
-    def rows(self) -> int:
-        """Runs along the innermost physical dim (rows of a row-major matrix, columns of
-        a column-major one): the streams a kernel walking it reads side by side."""
-        phys = self.layout.physical_shape(self.shape)
-        return self.volume // phys[-1] if phys and phys[-1] else 1
-
-    @property
     def bytes(self) -> int:
         return self.volume * self.dtype.size
 
