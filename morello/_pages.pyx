@@ -963,7 +963,6 @@ cdef class PageCache:
         cdef int64_t nd = self.g_ndim.data[table], w = 2 * nd + self.nvalues, i, j, k, t, d
         cdef int64_t nexact = 0, ncols = 0, nvary
         cdef uint64_t exact = <uint64_t>self.g_exact.data[table]
-        cdef uint64_t merge = self._merge_mask(table)
         cdef bint same, overlap, any_overlap = False
         cdef vec_t cur, nxt, swap
         cdef int64_t e[2 * PAGE_MAX_NDIM + 16]
