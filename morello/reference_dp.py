@@ -1,7 +1,8 @@
 """Slow, obviously-correct references used by the tests only.
 
-- ``exhaustive_main_cost``: plain recursion over every action of every Spec, no memo table,
-  no compiled rows: the least main cost of any complete Impl.
+- ``exhaustive_main_cost``: plain recursion over every action of every Spec, no memo table
+  of boxes, no compiled rows (each Spec's answer cached once found): the least main cost
+  of any complete Impl.
 - ``memoized_optimum``: the same recursion with a dict memo over (Spec, limits): the
   pure-Python DP that the Cython engine replaces (it finds the same cost and action).
 """
@@ -13,8 +14,16 @@ from morello.rewrites import actions
 from morello.specs import Spec
 
 
-def exhaustive_main_cost(spec: Spec, target: Target) -> int | None:
-    """Least main cost over all Impls of ``spec`` (None if none exists)."""
+def exhaustive_main_cost(spec: Spec, target: Target, seen: dict | None = None) -> int | None:
+    """Least main cost over all Impls of ``spec`` (None if none exists).
+
+    ``seen`` caches the answer of each Spec met (a pure function's cache, keyed by the
+    whole Spec, limits included: the recursion still tries every action of every Spec,
+    but a sub-Spec reached along several paths is solved once; without it, a random tiny
+    Spec could take minutes)."""
+    seen = {} if seen is None else seen
+    if spec in seen:
+        return seen[spec]
     best = None
     for act in actions(spec, target):
         exp = act.expand(spec, target)
@@ -22,13 +31,14 @@ def exhaustive_main_cost(spec: Spec, target: Target) -> int | None:
             continue
         total = exp.const
         for child, coef in zip(exp.children, exp.coefs):
-            c = exhaustive_main_cost(child, target)
+            c = exhaustive_main_cost(child, target, seen)
             if c is None:
                 break
             total = min(MAX_COST, total + coef * c)
         else:
             if best is None or total < best:
                 best = total
+    seen[spec] = best
     return best
 
 
