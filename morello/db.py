@@ -387,12 +387,9 @@ class Store:
         self.data_version = v
         return True
 
-    def table(self, key: tuple, directory: bool = True
-              ) -> tuple[int, tuple[int, ...], bytes, np.ndarray] | None:
-        """``(table id, blocks, pages, versions)`` of ``key`` in this context (``pages``:
-        the page coordinates of every stored page as little-endian int64, ndim per page;
-        ``PageCache.register_many`` checks them; with ``directory=False`` none are read,
-        and both are empty), or None if the file has no such table."""
+    def table(self, key: tuple) -> tuple[int, tuple[int, ...]] | None:
+        """``(table id, blocks)`` of ``key`` in this context, or None if the file has no
+        such table. (Its pages are read one by one as a search meets them.)"""
         from morello.coords import point_len
 
         if self.ctx is None:
@@ -408,15 +405,7 @@ class Store:
         if ndim != point_len(key) or nvalues != _nvalues():
             raise DatabaseError(f"{self.path} is corrupt (table {key[0]} has {ndim} "
                                 f"coordinates and {nvalues} values)")
-        if not directory:
-            return int(tid), blocks, b"", np.zeros(0, np.int64)
-        rows = self._q("SELECT page, max(version) FROM pages WHERE tbl = ? GROUP BY page",
-                       (tid,))
-        if not all(isinstance(p, bytes) and len(p) == 8 * ndim and isinstance(v, int)
-                   and 0 < v < (1 << 62) for p, v in rows):
-            raise DatabaseError(f"{self.path} is corrupt (malformed page directory)")
-        return (int(tid), blocks, b"".join(p for p, _ in rows),
-                np.fromiter((v for _, v in rows), np.int64, len(rows)))
+        return int(tid), blocks
 
     def _blocks(self, text, key) -> tuple[int, ...]:
         from morello.coords import point_len
@@ -758,35 +747,16 @@ def page_bounds(key: tuple, blocks, page, target):
 
 def validate_boxes(lo, hi, values, key, blocks, page, target) -> None:
     """ValueError unless every box lies in ``page`` and within the target's coordinate
-    ranges, and every value row is a plausible (cost, peaks, depth, action)."""
-    from morello._pages import page_range
-    from morello.memory import LEVELS
-
-    n, ndim = lo.shape
-    if n == 0:
+    ranges, and every value row is a plausible (cost, peaks, depth, action): the rules of
+    ``page_bounds``, on decoded arrays (``FrozenPage.check_bounds`` applies them in C)."""
+    lo_min, hi_max, vmin, vmax, names = page_bounds(key, blocks, page, target)
+    if len(lo) == 0:
         return
-    bounds = np.asarray(coordinate_bounds(key, target), np.int64)
-    if (hi > bounds).any():
-        raise ValueError("a box reaches beyond the target's coordinates")
-    for d, b in enumerate(blocks):
-        if not b:
-            if page[d]:
-                raise ValueError("a page coordinate of an unpaged dimension")
-            continue
-        start, end = page_range(page[d], b)
-        if (lo[:, d] < start).any() or (hi[:, d] > end).any():
-            raise ValueError("a box lies outside its page")
-    nl = len(LEVELS)
-    num, den = values[:, 0], values[:, 1]
-    peaks = values[:, 2:2 + nl]
-    depth, action = values[:, 2 + nl], values[:, 3 + nl]
-    cap = np.asarray(target.max_limits().units, np.int64)
-    if ((num < 0) | (num >= MAX_COST) | (den < 1) | (den >= MAX_COST)).any():
-        raise ValueError("a stored cost is out of range")
-    if ((peaks < 0) | (peaks > cap)).any():
-        raise ValueError("a stored peak exceeds the target's memory")
-    if ((depth < 0) | (depth >= MAX_DEPTH) | (action < -1) | (action >= MAX_ACTION)).any():
-        raise ValueError("a stored depth or action is out of range")
+    if (lo < np.asarray(lo_min)).any() or (hi > np.asarray(hi_max)).any() or (hi < lo).any():
+        raise ValueError("a box lies outside its page or beyond the target's coordinates")
+    bad = ((values < np.asarray(vmin)) | (values > np.asarray(vmax))).any(axis=0)
+    if bad.any():
+        raise ValueError(f"a stored {names[int(np.flatnonzero(bad)[0])]} is out of range")
 
 
 # ---- tools: stats, check, merge ------------------------------------------------------

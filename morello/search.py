@@ -138,13 +138,13 @@ class Engine:
             return i
         i = self._table_index[key] = len(self.table_keys)
         self.table_keys.append(key)
-        found = self.store.table(key, directory=False) if self.store is not None else None
+        found = self.store.table(key) if self.store is not None else None
         if found is None:
             self.pages.set_table(i, point_len(key), page_blocks(key), merge_dims(key),
                                  exact_dims(key))
         else:
             # Its pages are asked for as the search meets them (no directory read).
-            tid, blocks, _, _ = found
+            tid, blocks = found
             self.store_ids[key] = tid
             self.pages.set_table(i, point_len(key), blocks, merge_dims(key), exact_dims(key))
             self.pages.set_lazy(i)
@@ -175,10 +175,10 @@ class Engine:
             ids = store.table_ids()
             for key in missing:
                 if key in ids:
-                    found = store.table(key, directory=False)
+                    found = store.table(key)
                     if found is None:
                         continue
-                    tid, blocks, _, _ = found
+                    tid, blocks = found
                     i = self._table_index[key]
                     if self.pages.geometry(i) != (point_len(key), blocks):
                         continue  # another geometry: keep our own pages
