@@ -116,11 +116,16 @@ class OperandView:
 
     def ptr_at(self, coord: tuple[int, ...]) -> str:
         """C pointer to the element at ``coord`` (tile coordinates) of a tensor in memory."""
+        return self.at(coord).ptr(0)
+
+    def at(self, coord: tuple[int | Affine, ...]) -> OperandView:
+        """The view whose origin is ``coord`` (tile coordinates: ints, or ``Affine``
+        expressions of a kernel's own loop variables) from this one's."""
         ref = self.ref
         for d, c in enumerate(coord):
-            if c:
+            if not (isinstance(c, int) and c == 0):
                 ref = ref.shifted(d, c)
-        return OperandView(ref, self.spec).ptr(0)
+        return OperandView(ref, self.spec)
 
     def vec(self, j: int) -> str:
         b = self.ref.buffer

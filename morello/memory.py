@@ -87,6 +87,7 @@ class Target:
     line_bytes: int
     l1_ways: int                   # associativity of L1 (see ``rewrites.move``)
     row_tile_sizes: tuple[int, ...]  # extra tile sizes for Matmul rows (``rewrites.tile``)
+    pack_sizes: tuple[int, ...]    # panel widths of packing Moves (``rewrites.move``)
     prefetch_streams: int          # concurrent memory streams the prefetchers follow
     processors: int
     cflags: tuple[str, ...]
@@ -126,6 +127,7 @@ AVX2 = Target(
     line_bytes=64,
     l1_ways=8,
     row_tile_sizes=(6,),
+    pack_sizes=(8, 16),
     prefetch_streams=8,
     processors=1,
     cflags=("-mavx2", "-mfma"),
@@ -141,6 +143,10 @@ AVX512 = Target(
     line_bytes=64,
     l1_ways=8,
     row_tile_sizes=(6, 12),
+    # Panels of 32 (two zmm vectors) fed 8x32 and 12x32 register tiles that reach 86 % of
+    # the AVX-512 FMA peak in L1 (benchmarks/microkernels.py), but whole 512^3 programs
+    # using them measured 0.89x those with these panels (paired, benchmarks/ab_programs.py).
+    pack_sizes=(8, 16),
     prefetch_streams=8,
     processors=1,
     cflags=("-mavx2", "-mfma", "-mavx512f"),

@@ -65,3 +65,25 @@ def test_saturating_int_loop_is_maddubs_madd_add_in_registers():
     # No accumulator is reloaded from the stack. (gcc 12 keeps one of the 8 stored there
     # every iteration, a store no load waits for, whatever the C's form.)
     assert not [line for line in loop.splitlines() if re.search(r"\(%rsp\),%ymm", line)]
+
+
+@pytest.mark.isa("avx512")
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump not installed")
+def test_avx512_outer_product_loop_is_broadcasts_and_register_fmas_without_spills():
+    """The register tile's k loop (an OuterProductLoop kernel, e.g. 6x64 in zmm registers):
+    per step one broadcast of lhs from memory per row and a row's FMAs on registers, over
+    independent accumulators, nothing spilled."""
+    prog = morello.synthesize(morello.matmul(64, 64, 64), target="avx512", db=False)
+    assert any(getattr(n.action, "kernel", "").startswith("OuterProductLoop")
+               for n in prog.impl.walk())
+    loop = _inner_loop(prog, r"vfmadd")
+    fmas = re.findall(r"vfmadd\w+\s+(\S+)", loop)
+    assert len(fmas) >= 12, loop
+    assert all(re.fullmatch(r"%zmm\d+,%zmm\d+,%zmm\d+", ops) for ops in fmas), fmas
+    # Consecutive FMAs write different accumulators (no chain of dependent FMAs).
+    dests = [ops.split(",")[-1] for ops in fmas]
+    assert all(a != b for a, b in zip(dests, dests[1:])), dests
+    assert len(set(dests)) == len(fmas)
+    rows = len(re.findall(r"vbroadcastss\s+-?\w*\(", loop))
+    assert rows >= 4 and len(fmas) % rows == 0, loop
+    assert not [line for line in loop.splitlines() if "%zmm" in line and "(%rsp)" in line]

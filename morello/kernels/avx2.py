@@ -14,6 +14,11 @@ from morello.memory import Level, Target
 from morello.specs import PrimKind, Spec
 from morello.tensorspec import TensorSpec
 
+# Vectors per row of an outer-product loop's register tile, in two kernel rows: up to 2
+# (needing 3 registers beyond out: a row of rhs and a broadcast; AVX2's 6x16) and 3 or 4
+# (needing 5: AVX-512's 8x48 and 6x64).
+OUTER_VECTORS = {"OuterProductLoop": (1, 2), "OuterProductLoopWide": (3, 4)}
+
 
 def _rf_or_l1(t: TensorSpec) -> bool:
     return t.level in (Level.RF, Level.L1)
@@ -38,6 +43,11 @@ def _same_contiguous_f32(src: TensorSpec, dst: TensorSpec) -> Reason:
     if src.dtype is not Dtype.F32 or dst.dtype is not Dtype.F32:
         return "only f32"
     return None
+
+
+def _lanes(t: TensorSpec) -> int:
+    assert t.vector_size is not None
+    return t.vector_size
 
 
 def _vecs(t: TensorSpec) -> int:
@@ -101,6 +111,65 @@ def _bvma_emit(w, spec, ops, vt) -> None:
         w.line(f"const {v.c_type} a = {v.set1}({lhs.lval()});")
         for j in range(_vecs(out.spec)):
             w.line(f"{out.vec(j)} = {v.fma}(a, {rhs.vec(j)}, {out.vec(j)});")
+
+
+def _outer_check(vectors: tuple[int, int]):
+    return lambda spec, target: _outer_why_not(spec, vectors)
+
+
+def _outer_why_not(spec: Spec, vectors: tuple[int, int]) -> Reason:
+    lhs, rhs, out = spec.operands
+    b, m, k, n = spec.shape
+    if b != 1:
+        return "needs b = 1"
+    if lhs.level is not Level.L1 or rhs.level is not Level.L1:
+        return "lhs and rhs must be in L1"
+    if out.level is not Level.VRF or out.vector_size is None or n % out.vector_size:
+        return "out must be a VRF tile whose rows are whole vectors"
+    vs = out.vector_size
+    if not vectors[0] <= n // vs <= vectors[1]:
+        return f"needs {vectors[0]} to {vectors[1]} vectors per row"
+    if reason := _all_f32(spec):
+        return reason
+    # Each row of out is whole consecutive vectors; each row of rhs is contiguous.
+    row = (1, 1, n)
+    for t in (out, rhs):
+        if not t.valid_tile_shape(row) or not t.tile(row).contiguous:
+            return "rows of rhs and out must be contiguous"
+    if any(out.layout.offset(out.shape, (0, i, 0)) % vs for i in range(m)):
+        return "rows of out must start at a vector"
+    if any(p and p < k for p in (lhs.layout.pack_of(2), rhs.layout.pack_of(1))):
+        return "k crosses a pack of lhs or rhs (split k first)"
+    return None
+
+
+def _outer_cost(s: Spec, t: Target) -> int:
+    """Per step of k: m * nv FMAs, against nv vector loads of rhs and m broadcasts of
+    lhs, on the core's ports at once (whichever is slower), and at least the FMA latency
+    (8 FMAs in flight: 4 cycles on 2 ports)."""
+    _, m, k, n = s.shape
+    nv = n // _lanes(s.operands[2])
+    c = t.costs
+    return k * max(m * nv * c.fma, (m + nv) * c.vector_move, 8 * c.fma)
+
+
+def _outer_emit(w, spec, ops, vt) -> None:
+    from morello.codegen.affine import Affine, Var
+
+    lhs, rhs, out = ops
+    _, m, k, n = spec.shape
+    vs = _lanes(out.spec)
+    v = vt(Dtype.F32, vs)
+    nv = n // vs
+    q = Affine.var(Var("q", k))
+    with w.block(f"for (long q = 0; q < {k}; q++) {{"):
+        for j in range(nv):
+            w.line(f"const {v.c_type} b{j} = {v.load}({rhs.at((0, q, j * vs)).ptr(0)});")
+        for i in range(m):
+            row = out.at((0, i, 0))
+            with w.block(f"{{ const {v.c_type} a = {v.set1}({lhs.at((0, i, q)).lval()});"):
+                for j in range(nv):
+                    w.line(f"{row.vec(j)} = {v.fma}(a, b{j}, {row.vec(j)});")
 
 
 def _dot_check(spec: Spec, target: Target) -> Reason:
@@ -1092,6 +1161,14 @@ KERNELS: tuple[Kernel, ...] = (
            lambda s, t: _vecs(s.operands[2]) * t.costs.fma + t.costs.broadcast, 1, _bvma_emit,
            "broadcast a scalar of lhs, FMA with rhs vectors into out vectors",
            unit_dims=(0, 1, 2), needs_vrf=True),
+    # Not in the reference (whose register tiles are loops over BroadcastVecMultAdd): a
+    # whole register tile's k loop, each step's FMAs over independent accumulators.
+    *(Kernel(name, PrimKind.MATMUL_ACCUM, _outer_check(vectors), _outer_cost,
+             vectors[1] + 1, _outer_emit,
+             f"out (an m x n VRF tile, {vectors[0]} to {vectors[1]} vectors a row) += lhs "
+             "(m x k, L1) * rhs (k x n, L1): per step of k a row of rhs in registers, m "
+             "broadcasts of lhs, m * n/vs FMAs", unit_dims=(0,), needs_vrf=True)
+      for name, vectors in OUTER_VECTORS.items()),
     # Differs from the reference (k/4): adds the horizontal sum at the end.
     # Differs from the reference (k/4, one column, f32): up to 8 columns (weight rows)
     # at once, bf16 columns widened in registers, 8 accumulator chains, the horizontal

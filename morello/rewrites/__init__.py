@@ -17,12 +17,13 @@ import os
 import re
 from pathlib import Path
 
+from morello.cost import COST_SCHEME
 from morello.memory import DESTINATIONS, Target
 from morello.rewrites.accum import ToAccum
 from morello.rewrites.base import Expansion, RewriteError
 from morello.rewrites.bufferize import Bufferize, bufferize_actions
 from morello.rewrites.decompose import Decompose, decompose_actions
-from morello.rewrites.move import LAYOUT_SCHEME, PACK_SIZES, Move, move_actions
+from morello.rewrites.move import LAYOUT_SCHEME, Move, move_actions
 from morello.rewrites.select import Select, select_actions
 from morello.rewrites.tile import (
     Split,
@@ -143,8 +144,9 @@ def compute_actions_fingerprint(target: Target) -> str:
         "kinds": kinds,
         "kernels": table_for(target).identity(),
         "tiles": tile_size_table(target),
-        "packs": PACK_SIZES,
+        "packs": target.pack_sizes,
         "layouts": LAYOUT_SCHEME,
+        "cost_scheme": COST_SCHEME,
         "destinations": sorted((int(k), [int(v) for v in vs])
                                for k, vs in DESTINATIONS.items()),
         "vector_bytes": target.vector_bytes,

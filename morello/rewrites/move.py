@@ -28,13 +28,12 @@ from morello import layouts
 from morello.cost import move_cost, own_units
 from morello.dtypes import Dtype
 from morello.layouts import Layout
-from morello.memory import DESTINATIONS, Level, Target
+from morello.memory import AVX2, DESTINATIONS, Level, Target
 from morello.nodes import NEW, Block
 from morello.rewrites.base import Expansion
 from morello.specs import PrimKind, Spec
 from morello.tensorspec import TensorSpec, fresh
 
-PACK_SIZES = (8, 16)
 # Bump when the rules of ``layout_candidates`` or ``operand_moves`` change: Move indices
 # depend on them (``morello.rewrites.actions_fingerprint``).
 LAYOUT_SCHEME = 2
@@ -45,15 +44,17 @@ WIDEN_TO = {Dtype.BF16: Dtype.F32, Dtype.U8: Dtype.S16, Dtype.S8: Dtype.S16}
 
 
 @functools.lru_cache(maxsize=1 << 12)
-def layout_candidates(shape: tuple[int, ...]) -> list[Layout]:
-    """Destination layouts for a relayout move, in their fixed order (deduplicated)."""
+def layout_candidates(shape: tuple[int, ...],
+                      packs: tuple[int, ...] = AVX2.pack_sizes) -> list[Layout]:
+    """Destination layouts for a relayout move, in their fixed order (deduplicated):
+    row-major, column-major, then panels of each of ``packs`` (``Target.pack_sizes``)."""
     rank = len(shape)
     base = [layouts.row_major(rank)]
     if rank >= 2:
         base.append(layouts.col_major(rank))
     cands = list(base)
     if rank >= 2:
-        for p in PACK_SIZES:
+        for p in packs:
             for lay, dim in ((base[1], rank - 1), (base[0], rank - 2)):
                 if shape[dim] > p and shape[dim] % p == 0:
                     cands.append(layouts.packed(lay, dim, p))
@@ -180,7 +181,7 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
                 and target.capacity[Level.L1] < t.units(target) <= target.capacity[Level.L2]:
             acts.append(Move(i, Level.L2, None))
         return tuple(acts)
-    cands = layout_candidates(t.shape)
+    cands = layout_candidates(t.shape, target.pack_sizes)
     # Only relayout "forward" in the candidate order, so relayout chains are finite.
     start = cands.index(t.layout) + 1 if t.layout in cands else 0
     if t.layout in (quad_layout(t.shape), pair_layout(t.shape)):

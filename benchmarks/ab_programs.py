@@ -1,0 +1,92 @@
+"""Before/after: the programs two morellos emit for the same matmuls, alternated in one
+process.
+
+    python benchmarks/ab_programs.py --baseline DIR [--target avx512] [--rounds 11]
+        [MxKxN ...]
+
+``DIR`` holds another morello (``pip install --target DIR .`` of an older commit, or a
+copy of its ``morello/`` with ``codegen/`` as ``morello/codegen``). Each morello emits its
+program for every shape (``morello emit``, in a subprocess with its own ``PYTHONPATH``);
+both are compiled with the same compiler and flags, verified against numpy, then timed
+inside C in alternating rounds. The report gives both medians and the median of the
+per-round ratios (after/before): on a shared machine only that ratio means much.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from morello.codegen.build import compile_c
+from morello.memory import TARGETS, host_lacks
+
+
+def emit(pythonpath: str | None, shape: tuple[int, int, int], target: str) -> str:
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    else:
+        env.pop("PYTHONPATH", None)
+    p = subprocess.run([sys.executable, "-m", "morello", "emit", "matmul", *map(str, shape),
+                        "--target", target], capture_output=True, text=True, env=env,
+                       cwd=tempfile.gettempdir())
+    if p.returncode != 0:
+        raise SystemExit(f"emit failed ({pythonpath or 'this morello'}): "
+                         f"{p.stderr.strip().splitlines()[-1:]}")
+    return p.stdout
+
+
+def load(source: str, target: str):
+    lib = ctypes.CDLL(str(compile_c(source, TARGETS[target].cflags)))
+    lib.bench.restype = ctypes.c_double
+    lib.bench.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long]
+    return lib
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--baseline", required=True, metavar="DIR")
+    ap.add_argument("--target", choices=sorted(TARGETS), default="avx2")
+    ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("shapes", nargs="*", default=["64x64x64", "256x256x256", "512x512x512"])
+    args = ap.parse_args()
+    if reason := host_lacks(TARGETS[args.target]):
+        raise SystemExit(reason)
+    base = str(Path(args.baseline).resolve())
+    print(f"target {args.target}; {args.rounds} alternating rounds, each >= 30 ms inside C\n")
+    print("| shape | before GFLOP/s | after GFLOP/s | median ratio after/before |")
+    print("|---|---|---|---|")
+    for text in args.shapes:
+        m, k, n = map(int, text.split("x"))
+        libs = {"before": load(emit(base, (m, k, n), args.target), args.target),
+                "after": load(emit(None, (m, k, n), args.target), args.target)}
+        rng = np.random.default_rng(0)
+        a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+        b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        ptrs = [a.ctypes.data, b.ctypes.data]
+        for name, lib in libs.items():
+            c = np.zeros((m, n), np.float32)
+            if lib.bench(*ptrs, c.ctypes.data, 1) < 0:
+                raise SystemExit(f"{name} {text}: the kernel could not allocate")
+            np.testing.assert_allclose(c, a @ b, rtol=1e-3, atol=1e-3 * k ** 0.5)
+        c = np.zeros((m, n), np.float32)
+        iters = max(1, int(0.03 / libs["after"].bench(*ptrs, c.ctypes.data, 1)))
+        speed: dict[str, list[float]] = {name: [] for name in libs}
+        for _ in range(args.rounds):
+            for name, lib in libs.items():
+                speed[name].append(2 * m * k * n / lib.bench(*ptrs, c.ctypes.data, iters) / 1e9)
+        ratio = statistics.median(x / y for x, y in zip(speed["after"], speed["before"]))
+        print(f"| {text} | {statistics.median(speed['before']):.1f} | "
+              f"{statistics.median(speed['after']):.1f} | {ratio:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
