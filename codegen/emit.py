@@ -12,6 +12,7 @@ named variables, which the C compiler keeps in registers.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from importlib import resources
@@ -24,7 +25,7 @@ from morello.kernels import KernelTable, table_for
 from morello.layouts import Layout
 from morello.memory import Level, Target
 from morello.nodes import NEW, Block, KernelCall, Loop
-from morello.specs import Spec
+from morello.specs import PrimKind, Spec
 from morello.tensorspec import TensorSpec
 
 Coord = Affine  # a tile origin: affine in the enclosing loops' variables
@@ -189,9 +190,49 @@ class _Emitter:
                 self.w.line(f"#pragma omp parallel for schedule(static) "
                             f"num_threads({self.threads})")
             with self.w.block(self._for(var)):
+                if not node.parallel:
+                    self._prefetch_next(body, refs, dims, var, size)
                 self.emit(body, shifted(Affine.var(var, size)))
         if rem:
             self.emit(impl.children[1], shifted(full * size))
+
+    def _prefetch_next(self, body: Impl, refs, dims, var: Var, size: int) -> None:
+        """If the loop body starts by loading a tile from main memory into registers (the C
+        tile of a register-tile matmul), prefetch the next iteration's tile first: its
+        lines then arrive while this iteration computes. (Measured on 1024^3 with AVX-512:
+        1.30x in one paired run.)"""
+        o = self._register_load(body)
+        if o is None or dims[o] is None or refs[o].buffer.registers:
+            return
+        t = body.spec.operands[o]
+        if t.level is not Level.GL or not t.shape:
+            return
+        per_line = max(1, self.target.line_bytes // t.dtype.size)
+        lines = [(*lead, c) for lead in itertools.product(*(range(n) for n in t.shape[:-1]))
+                 for c in range(0, t.shape[-1], per_line)]
+        if len(lines) > PREFETCH_MAX_LINES:
+            return
+        nxt = OperandView(refs[o].shifted(dims[o], Affine.var(var, size) + size), t)
+        with self.w.block(f"if ({var.name} + 1 < {var.extent}) {{"):
+            for c in lines:
+                self.w.line(f"_mm_prefetch((const char *){nxt.at(c).ptr(0)}, _MM_HINT_T0);")
+
+    def _register_load(self, impl: Impl) -> int | None:
+        """The operand of ``impl``'s Spec whose tile ``impl`` first copies into registers
+        (through cache views), or None if it does not start so."""
+        node = impl.action.apply(impl.spec, self.target)
+        if not isinstance(node, Block) or not node.steps:
+            return None
+        if node.alloc is None:  # a view: the same operands
+            if len(impl.children) != 1:
+                return None
+            inner = self._register_load(impl.children[0])
+            return None if inner is None else node.steps[0][inner]
+        first = node.steps[0]
+        if node.alloc.level is not Level.VRF or len(first) != 2 or first[1] != NEW \
+                or first[0] == NEW or impl.children[0].spec.kind is not PrimKind.MOVE:
+            return None
+        return first[0]
 
     @staticmethod
     def _for(v: Var) -> str:
@@ -246,6 +287,10 @@ class _Emitter:
         nbytes = -(-n * new.dtype.size // 64) * 64
         self.w.line(f"{ctype} *restrict {name} = ({ctype} *)aligned_alloc(64, {nbytes});")
         return Buffer(name, new, False)
+
+
+# At most this many prefetches per loop iteration (a register tile has at most 32 lines).
+PREFETCH_MAX_LINES = 32
 
 
 def _pack_split(refs, dims, size: int, full: int) -> int | None:

@@ -91,3 +91,14 @@ def test_wrong_shapes_and_dtypes_raise_value_error():
         fn(a)  # missing input
     with pytest.raises(ValueError):
         fn(a, b, out=np.empty((2, 5), np.float64))  # out of the wrong dtype
+
+
+def test_register_tiles_loaded_from_memory_prefetch_the_next_tile():
+    """200^3: the C tile a register tile loads from main memory inside a loop is
+    prefetched one iteration ahead (guarded on the last one), and the program still
+    matches numpy (its boundary tiles included)."""
+    prog = morello.synthesize(morello.matmul(200, 200, 200), db=False)
+    src = prog.c_source
+    assert "_mm_prefetch(" in src and "+ 1 < " in src
+    ok, err = prog.verify()
+    assert ok, err

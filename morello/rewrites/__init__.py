@@ -150,6 +150,9 @@ def compute_actions_fingerprint(target: Target) -> str:
         "destinations": sorted((int(k), [int(v) for v in vs])
                                for k, vs in DESTINATIONS.items()),
         "vector_bytes": target.vector_bytes,
+        # What bounds the coordinates and prices moves beyond the cost constants.
+        "memory": [target.capacity, target.line_bytes, target.l1_ways,
+                   target.prefetch_streams],
         "coords": coords.SCHEME,
         "decompositions": decompose.identity(),
         "bufferize": bufferize.identity(),
