@@ -1,7 +1,7 @@
 """Paired timings: morello's kernel and OpenBLAS's sgemm, alternated in one process.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/paired.py [--rounds 9] [--target avx512]
-        [[Bx]MxKxN ...]
+        [--threads N] [[Bx]MxKxN ...]
 
 On a shared machine the speed of the core drifts by 20% within a minute, so two columns
 measured minutes apart compare the machine's moods as much as the kernels. Here each round
@@ -9,6 +9,8 @@ times morello's kernel (inside C) and then numpy's bundled OpenBLAS ``cblas_sgem
 inside C, through a function pointer, so no Python call overhead), back to back on the same
 inputs; the report gives both medians and the median of the per-round ratios. Every
 morello kernel is verified against numpy first, and the sgemm result is checked too.
+``--threads N`` searches morello's program for N threads (OpenMP) and sets OpenBLAS to N
+threads too (``openblas_set_num_threads``).
 """
 from __future__ import annotations
 
@@ -58,7 +60,7 @@ def _openblas():
         for name in ("scipy_cblas_sgemm64_", "cblas_sgemm64_", "cblas_sgemm"):
             if f" T {name}\n" in syms:
                 lib = ctypes.CDLL(str(so))
-                return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value, name
+                return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value, name, lib
     raise SystemExit("numpy's bundled OpenBLAS (ILP64 cblas_sgemm) not found")
 
 
@@ -82,11 +84,19 @@ def main() -> None:
     ap.add_argument("shapes", nargs="*", default=SHAPES)
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--target", default="avx2", help="avx2 (default) or avx512")
+    ap.add_argument("--threads", type=int, default=1, help="threads for both (default 1)")
     args = ap.parse_args()
-    sgemm, name = _openblas()
+    sgemm, name, blaslib = _openblas()
+    for setter in ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads"):
+        if hasattr(blaslib, setter):
+            getattr(blaslib, setter).argtypes = [ctypes.c_int]
+            getattr(blaslib, setter)(args.threads)
+            break
+    else:
+        raise SystemExit("cannot set OpenBLAS's thread count")
     shim = _shim()
-    print(f"OpenBLAS symbol {name}; target {args.target}; {args.rounds} alternating rounds "
-          "per shape, each timing >= 20 ms inside C\n")
+    print(f"OpenBLAS symbol {name}; target {args.target}; {args.threads} thread(s); "
+          f"{args.rounds} alternating rounds per shape, each timing >= 20 ms inside C\n")
     print("| shape | morello GFLOP/s (median) | OpenBLAS sgemm GFLOP/s (median) | "
           "median ratio morello/OpenBLAS | rounds morello ahead |")
     print("|---|---|---|---|---|")
@@ -94,8 +104,10 @@ def main() -> None:
         db = str(Path(d) / "paired.db")
         for text in args.shapes:
             b, m, k, n = _parse(text)
-            prog = morello.synthesize(morello.matmul(m, k, n, batch=b, target=args.target),
-                                      target=args.target, db=db)
+            prog = morello.synthesize(
+                morello.matmul(m, k, n, batch=b, target=args.target,
+                               serial=args.threads == 1),
+                target=args.target, db=db, threads=args.threads)
             fn = prog.compile()
             rng = np.random.default_rng(0)
             lhs = rng.uniform(-1, 1, (b, m, k)).astype(np.float32)

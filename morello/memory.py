@@ -143,10 +143,10 @@ AVX512 = Target(
     line_bytes=64,
     l1_ways=8,
     row_tile_sizes=(6, 12),
-    # Panels of 32 (two zmm vectors) fed 8x32 and 12x32 register tiles that reach 86 % of
-    # the AVX-512 FMA peak in L1 (benchmarks/microkernels.py), but whole 512^3 programs
-    # using them measured 0.89x those with these panels (paired, benchmarks/ab_programs.py).
-    pack_sizes=(8, 16),
+    # Panels of up to 4 zmm vectors feed the 6x64 register tile (OuterProductLoopWide).
+    # Paired against panels of 8 and 16 (benchmarks/ab_programs.py, 9 rounds): 256^3
+    # 1.05x, 1024^3 1.09x, 200^3 0.96x; the cold 1024^3 search 29 s against 24 s.
+    pack_sizes=(16, 32, 64),
     prefetch_streams=8,
     processors=1,
     cflags=("-mavx2", "-mfma", "-mavx512f"),
