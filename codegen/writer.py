@@ -41,6 +41,16 @@ class Writer:
             self._depth -= 1
             self.line(closer)
 
+    def mark(self) -> tuple[int, int]:
+        """Where the next line goes (for ``insert``)."""
+        return len(self._lines), self._depth
+
+    def insert(self, at: tuple[int, int], text: str) -> None:
+        """A line at a position ``mark`` returned earlier (e.g. declarations whose count
+        is known only after the body is written)."""
+        index, depth = at
+        self._lines.insert(index, "    " * depth + text)
+
     def __str__(self) -> str:
         return "\n".join(self._lines) + "\n"
 

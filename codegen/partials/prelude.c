@@ -6,6 +6,19 @@
 #include <string.h>
 #include <time.h>
 
+/* A heap buffer of at least `bytes` (64-byte aligned) kept in `*slot` (capacity `*cap`)
+ * for the next call on this thread: grown when too small, never freed by the kernel (the
+ * kernel's slots are _Thread_local: each calling thread holds its own, until it exits).
+ * NULL if it cannot be allocated. */
+static inline void *morello_scratch(void **slot, size_t *cap, size_t bytes) {
+    if (*cap < bytes) {
+        free(*slot);
+        *slot = aligned_alloc(64, bytes);
+        *cap = *slot != NULL ? bytes : 0;
+    }
+    return *slot;
+}
+
 /* Horizontal reductions of 8 floats: fold the halves, then pairs, then the last two. */
 #define MORELLO_HREDUCE8(name, op, op_ss)                                                  \
     static inline float name(__m256 v) {                                                   \
