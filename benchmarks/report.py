@@ -1,6 +1,6 @@
 """Print the figures the closing notes quote, from one run on this machine.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/report.py [N ...]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/report.py [MxKxN ...]
 
 For each f32 matmul shape: cold synthesis (empty database, a fresh process), warm synthesis
 (same database, a second process), Specs solved and per second, peak RSS, database bytes,
@@ -53,9 +53,10 @@ def run(m, k, n, db, bench):
 
 def main() -> None:
     from morello.db import stats
-    from morello.memory import parse_target
 
     shapes = [tuple(int(x) for x in a.split("x")) for a in sys.argv[1:]] or SHAPES
+    if any(len(s) != 3 for s in shapes):
+        raise SystemExit("shapes are MxKxN, e.g. 64x64x64")
     print("| shape | cold s | cold process s (incl. start, DB write) | Specs solved | Specs/s | "
           "peak RSS MiB | warm s | DB bytes | boxes | Specs covered | GFLOP/s | "
           "numpy GFLOP/s (1 thread) |")
@@ -65,7 +66,7 @@ def main() -> None:
             db = os.path.join(d, "bench.db")
             cold = run(m, k, n, db, "0")
             warm = run(m, k, n, db, "1")
-            st = stats(db, parse_target("avx2"))
+            st = stats(db)
         rate = cold["specs_solved"] / max(cold["synthesis_seconds"], 1e-9)
         g = warm.get("gflops")
         print(f"| {m}×{k}×{n} | {cold['synthesis_seconds']:.2f} | "
