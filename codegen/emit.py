@@ -202,8 +202,8 @@ class _Emitter:
     def _prefetch_next(self, body: Impl, refs, dims, var: Var, size: int) -> None:
         """If the loop body starts by loading a tile from main memory into registers (the C
         tile of a register-tile matmul), prefetch the next iteration's tile first: its
-        lines then arrive while this iteration computes. (Measured on 1024^3 with AVX-512:
-        1.30x in one paired run.)"""
+        lines then arrive while this iteration computes. (1024^3 with AVX-512: 1.13x in a
+        paired before/after, benchmarks/ab_programs.py.)"""
         o = self._register_load(body)
         if o is None or dims[o] is None or refs[o].buffer.registers:
             return
@@ -358,7 +358,7 @@ def emit_c(impl: Impl, target: Target | None = None, threads: int = 1,
         if e.scratch:
             # Each thread keeps its buffers for the next call: a fresh allocation of a few
             # MiB each call is returned to the system and faulted in again (1024^3: 2600
-            # page faults a call, 1.2x slower).
+            # page faults a call; kept, 1.08x in a paired before/after).
             k = len(e.scratch)
             e.w.insert(top, f"static _Thread_local size_t morello_scratch_n[{k}];")
             e.w.insert(top, f"static _Thread_local void *morello_scratch_p[{k}];")
