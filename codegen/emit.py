@@ -360,9 +360,9 @@ def emit_c(impl: Impl, target: Target | None = None, threads: int = 1,
             # MiB each call is returned to the system and faulted in again (1024^3: 2600
             # page faults a call; kept, 1.08x in a paired before/after).
             k = len(e.scratch)
-            e.w.insert(top, f"static _Thread_local size_t morello_scratch_n[{k}];")
-            e.w.insert(top, f"static _Thread_local void *morello_scratch_p[{k}];")
-            e.w.insert(top, f"/* scratch: {sum(e.scratch)} bytes, kept per calling thread */")
+            e.w.insert(top, f"/* scratch: {sum(e.scratch)} bytes, kept per calling thread */",
+                       f"static _Thread_local void *morello_scratch_p[{k}];",
+                       f"static _Thread_local size_t morello_scratch_n[{k}];")
     body = str(e.w)
     out = Writer()
     if name is not None:

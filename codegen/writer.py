@@ -45,11 +45,11 @@ class Writer:
         """Where the next line goes (for ``insert``)."""
         return len(self._lines), self._depth
 
-    def insert(self, at: tuple[int, int], text: str) -> None:
-        """A line at a position ``mark`` returned earlier (e.g. declarations whose count
-        is known only after the body is written)."""
+    def insert(self, at: tuple[int, int], *texts: str) -> None:
+        """Lines at a position ``mark`` returned earlier, in order (e.g. declarations whose
+        count is known only after the body is written)."""
         index, depth = at
-        self._lines.insert(index, "    " * depth + text)
+        self._lines[index:index] = ["    " * depth + t for t in texts]
 
     def __str__(self) -> str:
         return "\n".join(self._lines) + "\n"

@@ -94,7 +94,7 @@ def tensorspec_st(draw, shape: tuple[int, ...], dtype: Dtype = Dtype.F32,
     layout. A VRF operand needs a vector size dividing its innermost physical dim; when
     no reachable layout has one, another level is drawn instead.
     """
-    cands = layout_candidates(tuple(shape))
+    cands = layout_candidates(tuple(shape), AVX2.pack_sizes)
     vrf_ok = [lay for lay in cands if _vector_sizes(lay, shape, dtype, target)]
     allowed = [lvl for lvl in levels if lvl is not Level.VRF or vrf_ok]
     assume(allowed)

@@ -28,7 +28,7 @@ from morello import layouts
 from morello.cost import move_cost, own_units
 from morello.dtypes import Dtype
 from morello.layouts import Layout
-from morello.memory import AVX2, DESTINATIONS, Level, Target
+from morello.memory import DESTINATIONS, Level, Target
 from morello.nodes import NEW, Block
 from morello.rewrites.base import Expansion
 from morello.specs import PrimKind, Spec
@@ -44,8 +44,7 @@ WIDEN_TO = {Dtype.BF16: Dtype.F32, Dtype.U8: Dtype.S16, Dtype.S8: Dtype.S16}
 
 
 @functools.lru_cache(maxsize=1 << 12)
-def layout_candidates(shape: tuple[int, ...],
-                      packs: tuple[int, ...] = AVX2.pack_sizes) -> list[Layout]:
+def layout_candidates(shape: tuple[int, ...], packs: tuple[int, ...]) -> list[Layout]:
     """Destination layouts for a relayout move, in their fixed order (deduplicated):
     row-major, column-major, then panels of each of ``packs`` (``Target.pack_sizes``)."""
     rank = len(shape)
