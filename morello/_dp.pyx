@@ -23,13 +23,15 @@ cache; misses fall through to the persistent compressed tables (``morello._memo`
 """
 cimport cython
 from libc.stdint cimport int64_t, uint64_t
-from libc.stdlib cimport free, qsort, realloc
+from libc.stdlib cimport free, realloc
+from libc.string cimport memset
 
 from morello._expand cimport Expander, rows_free, rows_t
 from morello._graph cimport HARD_MAX_LEVELS, HARD_MAX_POINT, SpecGraph
 from morello._memo cimport MAX_NVALUES, MemoTable
 from morello._pages cimport KEY_WIDTH, PageCache
-from morello._vec cimport _grow, _hash_key, _push, _vec_free, vec_t
+from morello._vec cimport (_fill, _grow, _map_free, _map_get, _map_put, _push, _vec_free,
+                           map_t, vec_t)
 
 from morello.errors import DatabaseError
 
@@ -74,20 +76,10 @@ cdef inline int64_t _decode_limit(bint reg, int64_t c) noexcept nogil:
     return 0 if c == 0 else (<int64_t>1) << (c - 1)
 
 
-cdef struct persist_t:        # a memo entry to persist, sorted by its page
-    uint64_t page                 # hash of its page key
+cdef struct persist_t:        # a memo entry to persist, grouped by its page
+    int64_t page                  # dense index of its page key, in order of first sight
     int64_t id
     int64_t entry
-
-
-cdef int _by_page(const void* a, const void* b) noexcept nogil:
-    cdef const persist_t* x = <const persist_t*>a
-    cdef const persist_t* y = <const persist_t*>b
-    if x.page != y.page:
-        return -1 if x.page < y.page else 1
-    if x.id != y.id:
-        return -1 if x.id < y.id else 1
-    return (x.entry > y.entry) - (x.entry < y.entry)
 
 
 cdef int64_t _gcd(int64_t a, int64_t b) noexcept nogil:
@@ -442,16 +434,22 @@ cdef class Solver:
         """Write every entry the search found (not yet written) into the pages; return
         how many. Entries go in page order, a page's entries at once (``put_page``), and
         ``flush()``, if given, is called after each page (the store writes and releases
-        it then, so the pages of a large search are never all in memory at once)."""
+        it then, so the pages of a large search are never all in memory at once).
+
+        Entries are grouped by a counting sort over dense page indices (an exact map of
+        page keys), which keeps each page's entries in id order; a comparison sort of
+        the entries was an eighth of the write after a 1024^3 search."""
         cdef int64_t lo[HARD_MAX_POINT]
         cdef int64_t hi[HARD_MAX_POINT]
         cdef int64_t key[KEY_WIDTH]
         cdef int64_t m, i, vol, g, a, fam, n = 0, l, L = self.L, e, count = 0, w, nd, d
-        cdef int64_t group_fam = -1, group_n = 0, cap = 0
+        cdef int64_t group_fam = -1, group_n = 0, cap = 0, page, n_pages, tail
         cdef persist_t* todo = NULL
+        cdef persist_t* order = NULL
         cdef int64_t* rows = NULL
         cdef int64_t* r
-        cdef uint64_t prev = 0
+        cdef map_t pages
+        cdef vec_t starts
         if self.pages is None:
             return 0
         if 4 + L > MAX_NVALUES or self.pages.nvalues != 4 + L:
@@ -462,6 +460,9 @@ cdef class Solver:
             while m >= 0:
                 count += self.m_persist.data[m] != 0
                 m = self.m_next.data[m]
+        memset(&pages, 0, sizeof(map_t))
+        memset(&starts, 0, sizeof(vec_t))
+        pages.width = KEY_WIDTH
         try:
             _grow(<void**>&todo, count * sizeof(persist_t))
             e = 0
@@ -472,26 +473,46 @@ cdef class Solver:
                         fam = self.graph.point(i, self.m_hi.data + m * L, hi)
                         if self.pages.declared(fam):
                             self.pages._page_key(fam, hi, key)
-                            todo[e].page = _hash_key(key, KEY_WIDTH)
+                            page = _map_get(&pages, key)
+                            if page < 0:
+                                page = pages.vals.n
+                                _map_put(&pages, key, page)
+                            todo[e].page = page
                             todo[e].id = i
                             todo[e].entry = m
                             e += 1
                     m = self.m_next.data[m]
-            qsort(todo, e, sizeof(persist_t), _by_page)
+            n_pages = pages.vals.n
+            _map_free(&pages)
+            _fill(&starts, n_pages + 1, 0)
+            for count in range(e):
+                starts.data[todo[count].page + 1] += 1
+            for page in range(n_pages):
+                starts.data[page + 1] += starts.data[page]
+            _grow(<void**>&order, e * sizeof(persist_t))
+            for count in range(e):
+                page = todo[count].page
+                order[starts.data[page]] = todo[count]
+                starts.data[page] += 1
+            free(todo)
+            todo = order
+            order = NULL
             for count in range(e):
                 i = todo[count].id
                 m = todo[count].entry
                 fam = self.graph.point(i, self.m_hi.data + m * L, hi)
-                if count > 0 and (todo[count].page != prev or fam != group_fam):
+                if count > 0 and todo[count].page != todo[count - 1].page:
                     self.pages.put_page(group_fam, group_n, rows)
                     group_n = 0
                     if flush is not None:
                         flush()
-                prev = todo[count].page
                 group_fam = fam
                 self.m_persist.data[m] = 0
-                self.graph.point(i, self.m_lo.data + m * L, lo)
                 nd = self.pages.g_ndim.data[fam]
+                tail = nd - L     # lo and hi differ only in their L limit coordinates
+                for d in range(tail):
+                    lo[d] = hi[d]
+                self.graph.limit_point(self.m_lo.data + m * L, lo + tail)
                 w = 2 * nd + 4 + L
                 if group_n >= cap:
                     cap = 2 * cap if cap else 256
@@ -517,6 +538,9 @@ cdef class Solver:
             if flush is not None:
                 flush()
         finally:
+            _map_free(&pages)
+            _vec_free(&starts)
             free(todo)
+            free(order)
             free(rows)
         return n

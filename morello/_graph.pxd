@@ -68,4 +68,5 @@ cdef class SpecGraph:
     cdef int64_t point(self, int64_t i, const int64_t* limits,
                        int64_t* out) noexcept nogil
     cdef int64_t point_len(self, int64_t i) noexcept nogil
+    cdef void limit_point(self, const int64_t* limits, int64_t* out) noexcept nogil
     cdef int64_t volume(self, int64_t i) noexcept nogil

@@ -311,13 +311,18 @@ cdef class SpecGraph:
                 out[n] = self.t_coord.data[tid * 4 + j]
                 n += 1
         out[n] = 0 if r[self.width - 1] else 1
-        n += 1
+        self.limit_point(limits, out + n + 1)
+        return self.id_table.data[i]
+
+    cdef void limit_point(self, const int64_t* limits, int64_t* out) noexcept nogil:
+        """The last ``n_levels`` coordinates of a point: its memory limits (a register
+        count as it is, bytes by bit length)."""
+        cdef int64_t l, v
         for l in range(self.n_levels):
             v = limits[l]
             if not self.reg[l]:
                 v = 64 - __builtin_clzll(<unsigned long long>v) if v > 0 else 0  # bit length
-            out[n + l] = v
-        return self.id_table.data[i]
+            out[l] = v
 
     def point_of(self, int64_t i, limits):
         """``(table, coordinates)`` of id ``i`` at ``limits`` (table -1: none)."""

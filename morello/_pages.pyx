@@ -29,7 +29,8 @@ from libc.string cimport memcpy, memmove, memset
 import numpy as np
 
 from morello._memo cimport MemoTable, _read_row
-from morello._vec cimport _grow, _map_free, _map_get, _map_put, _push, _reserve, _vec_free
+from morello._vec cimport (_grow, _map_free, _map_get, _map_put, _push, _reserve, _sort_pairs,
+                           _vec_free)
 
 
 def doubling_block(int64_t first):
@@ -43,14 +44,6 @@ def doubling_block(int64_t first):
 def page_range(int64_t page, int64_t block):
     """The first and last coordinate of ``page`` along a coordinate of ``block``."""
     return page_start(page, block), page_end(page, block)
-
-
-cdef int _by_key(const void* a, const void* b) noexcept nogil:
-    cdef const uint64_t* x = <const uint64_t*>a
-    cdef const uint64_t* y = <const uint64_t*>b
-    if x[0] != y[0]:
-        return -1 if x[0] < y[0] else 1
-    return (x[1] > y[1]) - (x[1] < y[1])
 
 
 @cython.final
@@ -122,7 +115,7 @@ cdef class FrozenPage:
                 for i in range(n):
                     h = (pairs[2 * i] ^ <uint64_t>column[i]) * 1099511628211ULL
                     pairs[2 * i] = h ^ (h >> 32)
-            qsort(pairs, n, 2 * sizeof(uint64_t), _by_key)
+            _sort_pairs(pairs, n)
             _grow(<void**>&self.keys, max(n, 1) * sizeof(uint64_t))
             _grow(<void**>&self.order, max(n, 1) * sizeof(int32_t))
             for i in range(n):
@@ -520,7 +513,7 @@ cdef int64_t _merge_runs(int64_t* rows, int64_t n, int64_t ndim, int64_t nvalues
                 h = (h ^ <uint64_t>rows[i * w + cols[k]]) * 1099511628211ULL
             pairs[2 * i] = h ^ (h >> 29)
             pairs[2 * i + 1] = <uint64_t>i
-        qsort(pairs, n, 2 * sizeof(uint64_t), _by_key)
+        _sort_pairs(pairs, n)
         for i in range(n):
             memcpy(&tmp[i * w], &rows[pairs[2 * i + 1] * w], w * sizeof(int64_t))
         i = 0

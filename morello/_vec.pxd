@@ -5,7 +5,7 @@
 # ``_grow``, which raises MemoryError instead of crashing.
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free, realloc
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 
 
 cdef struct vec_t:       # growable array of int64
@@ -129,3 +129,59 @@ cdef inline void _map_free(map_t* m) noexcept nogil:
     _vec_free(&m.keys)
     _vec_free(&m.vals)
     _vec_free(&m.slots)
+
+
+cdef inline int _sort_pairs(uint64_t* pairs, int64_t n) except -1 nogil:
+    """Sort ``n`` pairs ``(key, index)`` by key, stably: when the input is in index order
+    (as every caller builds it) the result is ordered by (key, index). Insertion sort for
+    a few pairs, else a radix sort by bytes (passes where every key shares the byte are
+    skipped); a comparison sort through a callback was the larger part of building a
+    page."""
+    cdef int64_t i, j, b, shift, total
+    cdef uint64_t k, v
+    cdef int64_t counts[8][256]
+    cdef uint64_t* tmp = NULL
+    cdef uint64_t* src = pairs
+    cdef uint64_t* dst
+    cdef uint64_t* t
+    if n < 48:
+        for i in range(1, n):
+            k = pairs[2 * i]
+            v = pairs[2 * i + 1]
+            j = i - 1
+            while j >= 0 and pairs[2 * j] > k:
+                pairs[2 * j + 2] = pairs[2 * j]
+                pairs[2 * j + 3] = pairs[2 * j + 1]
+                j -= 1
+            pairs[2 * j + 2] = k
+            pairs[2 * j + 3] = v
+        return 0
+    memset(counts, 0, sizeof(counts))
+    for i in range(n):
+        k = pairs[2 * i]
+        for b in range(8):
+            counts[b][(k >> (8 * b)) & 255] += 1
+    _grow(<void**>&tmp, n * 2 * sizeof(uint64_t))
+    dst = tmp
+    for b in range(8):
+        shift = 8 * b
+        if counts[b][(src[0] >> shift) & 255] == n:
+            continue  # every key has this byte
+        total = 0
+        for j in range(256):
+            i = counts[b][j]
+            counts[b][j] = total
+            total += i
+        for i in range(n):
+            k = src[2 * i]
+            j = counts[b][(k >> shift) & 255]
+            counts[b][(k >> shift) & 255] = j + 1
+            dst[2 * j] = k
+            dst[2 * j + 1] = src[2 * i + 1]
+        t = src
+        src = dst
+        dst = t
+    if src != pairs:
+        memcpy(pairs, src, n * 2 * sizeof(uint64_t))
+    free(tmp)
+    return 0
