@@ -6,6 +6,7 @@ import pytest
 
 import morello
 from morello.memory import AVX2, AVX512, host_lacks
+from morello.rewrites import Select
 
 
 def test_a_host_without_avx512_is_told_so():
@@ -36,3 +37,79 @@ def test_register_tiles_take_zmm_vectors():
     vrf = [o for n in prog.impl.walk() for o in n.spec.operands if o.vector_size]
     assert any(o.vector_size == 16 for o in vrf)
     assert "__m512" in prog.c_source and "_mm512_fmadd_ps" in prog.c_source
+
+
+EXP16_C = r'''
+void exp8(const float *x, float *y, long n) {
+    for (long i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, morello_exp8_neg(_mm256_loadu_ps(x + i)));
+}
+void exp16(const float *x, float *y, long n) {
+    for (long i = 0; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, morello_exp16_neg(_mm512_loadu_ps(x + i)));
+}
+float hsum16(const float *x) { return morello_hsum16(_mm512_loadu_ps(x)); }
+float hmax16(const float *x) { return morello_hmax16(_mm512_loadu_ps(x)); }
+'''
+
+
+@pytest.mark.isa("avx512")
+def test_the_16_lane_exp_equals_the_8_lane_one_bit_for_bit():
+    """morello_exp16_neg takes morello_exp8_neg's steps (whose error tests/test_softmax.py
+    bounds), so their results are the same bits: non-positive inputs, -inf, NaN, the
+    subnormal edge; the 16-lane horizontal sum and max see every lane."""
+    import ctypes
+
+    import numpy as np
+
+    from morello.codegen import compile_c
+    from morello.codegen.emit import partial
+
+    lib = ctypes.CDLL(str(compile_c(partial("prelude.c") + EXP16_C, AVX512.cflags)))
+    for f in (lib.exp8, lib.exp16):
+        f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
+    for f in (lib.hsum16, lib.hmax16):
+        f.argtypes, f.restype = [ctypes.c_void_p], ctypes.c_float
+    bits = np.arange(0, 2**31, 4093, dtype=np.uint64).astype(np.uint32) | 0x80000000
+    x = np.concatenate([bits.view(np.float32), np.array([-np.inf, np.nan, -88.0, -87.68,
+                                                         -87.34, 0.0, -0.0], np.float32)])
+    x = np.concatenate([x, np.zeros(-len(x) % 16, np.float32)])
+    y8, y16 = np.empty_like(x), np.empty_like(x)
+    lib.exp8(x.ctypes.data, y8.ctypes.data, x.size)
+    lib.exp16(x.ctypes.data, y16.ctypes.data, x.size)
+    assert (y8.view(np.uint32) == y16.view(np.uint32)).all()
+    v = np.arange(1, 17, dtype=np.float32) * np.float32(0.5)
+    for i in range(16):  # each lane holds the maximum once
+        w = v.copy()
+        w[i] = 100.0
+        assert lib.hmax16(w.ctypes.data) == 100.0
+    assert lib.hsum16(v.ctypes.data) == float(v.sum())
+
+
+@pytest.mark.isa("avx512")
+@pytest.mark.parametrize("make", [
+    lambda: morello.softmax(6, 4096, target="avx512"),
+    lambda: morello.add(64, 256, target="avx512"),
+    lambda: morello.reduce_sum(8, 1000, dim=1, target="avx512"),
+    lambda: morello.reduce_max(8, 1000, dim=1, target="avx512"),
+], ids=["softmax", "add", "sum", "max"])
+def test_long_rows_take_16_lane_stream_kernels_and_match_numpy(make):
+    prog = morello.synthesize(make(), target="avx512", db=False)
+    kernels = [n.action.kernel for n in prog.impl.walk() if isinstance(n.action, Select)]
+    assert any(k.endswith("16") for k in kernels), prog.impl.pformat()
+    assert "__m512" in prog.c_source
+    ok, err = prog.verify()
+    assert ok, err
+
+
+@pytest.mark.isa("avx512")
+def test_rows_of_8_keep_the_8_lane_kernels():
+    """A softmax row of 8 is one AVX2 vector but 8 scalar exps in 16-lane code: the search
+    keeps the 8-lane exp kernels there (both widths are in the AVX-512 table)."""
+    prog = morello.synthesize(morello.softmax(16, 8, target="avx512"), target="avx512",
+                              db=False)
+    kernels = [n.action.kernel for n in prog.impl.walk() if isinstance(n.action, Select)]
+    exps = [k for k in kernels if "Exp" in k]
+    assert exps and not any(k.endswith("16") for k in exps), kernels
+    ok, err = prog.verify()
+    assert ok, err

@@ -149,6 +149,38 @@ static inline __m256 morello_exp8_neg(__m256 x) {
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+#ifdef __AVX512F__
+/* morello_exp8_neg in 16 lanes: the same steps and constants, so the same results. */
+static inline __m512 morello_exp16_neg(__m512 x) {
+    x = _mm512_max_ps(_mm512_set1_ps(-88.0f), x);
+    const __m512 magic = _mm512_set1_ps(12582912.0f);
+    __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504089f), magic);
+    __m512 nf = _mm512_sub_ps(t, magic);
+    __m512 r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(0.693145751953125f), x);
+    r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(1.428606765330187e-06f), r);
+    __m512 p = _mm512_set1_ps(0.0013814610f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.0083687101f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.041668389f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.16666521f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.49999994f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    __m512i e = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_castps_si512(t),
+                                                   _mm512_set1_epi32(0x4B400000 - 127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+/* Horizontal reductions of 16 floats: the halves folded, then as 8. */
+static inline float morello_hsum16(__m512 v) {
+    return morello_hsum8(_mm256_add_ps(_mm512_castps512_ps256(v),
+                                       _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+}
+static inline float morello_hmax16(__m512 v) {
+    return morello_hmax8(_mm256_max_ps(_mm512_castps512_ps256(v),
+                                       _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+}
+#endif
+
 static inline float morello_expf(float x) {
     if (x != x) return x;
     if (x < -103.972084f) return 0.0f;

@@ -5,11 +5,20 @@ measured constants ``target.costs`` (see ``morello.costs``).
 """
 from __future__ import annotations
 
-import math
-
 from morello.cost import move_cost, stream_cost
 from morello.dtypes import Dtype
-from morello.kernels.base import Kernel, KernelTable, Reason, VecType
+from morello.kernels import stream
+from morello.kernels.base import (
+    Kernel,
+    KernelTable,
+    Reason,
+    VecType,
+    all_f32,
+    c_value,
+    io_cost,
+    rf_or_l1,
+    same_contiguous_f32,
+)
 from morello.memory import Level, Target
 from morello.specs import PrimKind, Spec
 from morello.tensorspec import TensorSpec
@@ -20,29 +29,8 @@ from morello.tensorspec import TensorSpec
 OUTER_VECTORS = {"OuterProductLoop": (1, 2), "OuterProductLoopWide": (3, 4)}
 
 
-def _rf_or_l1(t: TensorSpec) -> bool:
-    return t.level in (Level.RF, Level.L1)
 
 
-def _io(spec: Spec, target: Target) -> int:
-    return sum(move_cost(o, target) for o in spec.operands)
-
-
-def _all_f32(spec: Spec) -> Reason:
-    if any(o.dtype is not Dtype.F32 for o in spec.operands):
-        return "only f32 operands are supported by this kernel"
-    return None
-
-
-def _same_contiguous_f32(src: TensorSpec, dst: TensorSpec) -> Reason:
-    """Copies element for element: same layout, both contiguous, f32."""
-    if not (src.contiguous and dst.contiguous):
-        return "operands must be contiguous"
-    if src.layout != dst.layout:
-        return "layouts differ"
-    if src.dtype is not Dtype.F32 or dst.dtype is not Dtype.F32:
-        return "only f32"
-    return None
 
 
 def _lanes(t: TensorSpec) -> int:
@@ -78,7 +66,7 @@ VECTOR_TYPES = (
 def _mult_add_check(spec: Spec, target: Target) -> Reason:
     if any(o.volume != 1 for o in spec.operands):
         return "operands are not scalars"
-    if not all(_rf_or_l1(o) for o in spec.operands):
+    if not all(rf_or_l1(o) for o in spec.operands):
         return "operands must be in RF or L1"
     return None  # any dtypes: the inputs widen into out's (kinds.check_dtypes)
 
@@ -92,7 +80,7 @@ def _mult_add_emit(w, spec, ops, vt) -> None:
 
 def _bvma_check(spec: Spec, target: Target) -> Reason:
     lhs, rhs, out = spec.operands
-    if lhs.volume != 1 or not _rf_or_l1(lhs):
+    if lhs.volume != 1 or not rf_or_l1(lhs):
         return "lhs must be a scalar in RF or L1"
     if spec.shape[0] != 1 or spec.shape[1] != 1:
         return "needs b = m = 1"
@@ -101,7 +89,7 @@ def _bvma_check(spec: Spec, target: Target) -> Reason:
             return "rhs and out must be contiguous VRF tensors"
     if rhs.vector_size != out.vector_size:
         return "rhs and out vector sizes differ"
-    return _all_f32(spec)
+    return all_f32(spec)
 
 
 def _bvma_emit(w, spec, ops, vt) -> None:
@@ -129,7 +117,7 @@ def _outer_why_not(spec: Spec, vectors: tuple[int, int]) -> Reason:
     vs = out.vector_size
     if not vectors[0] <= n // vs <= vectors[1]:
         return f"needs {vectors[0]} to {vectors[1]} vectors per row"
-    if reason := _all_f32(spec):
+    if reason := all_f32(spec):
         return reason
     # Each row of out is whole consecutive vectors; each row of rhs is contiguous.
     row = (1, 1, n)
@@ -189,7 +177,7 @@ def _dot_check(spec: Spec, target: Target) -> Reason:
     if rhs.contig < 1 or (n == 1 and not rhs.contiguous):
         return "rhs columns must be contiguous"
     if n == 1:
-        if out.volume != 1 or not _rf_or_l1(out):
+        if out.volume != 1 or not rf_or_l1(out):
             return "out must be a scalar in RF or L1"
     elif out.level is not Level.L1 or not out.contiguous:
         return "out must be a contiguous L1 row"
@@ -426,7 +414,7 @@ def _sat_scalar_check(spec: Spec, target: Target) -> Reason:
     b, m, k, n = spec.shape
     if (b, m, n) != (1, 1, 1):
         return "one output element"
-    if out.volume != 1 or not _rf_or_l1(out):
+    if out.volume != 1 or not rf_or_l1(out):
         return "out must be a scalar in RF or L1"
     for t in (lhs, rhs):
         if t.level.counts_registers or t.layout.is_packed:
@@ -491,7 +479,7 @@ def _assign_check(spec: Spec, target: Target) -> Reason:
     src, dst = spec.operands
     if spec.volume != 1:
         return "not a scalar"
-    if not (_rf_or_l1(src) and _rf_or_l1(dst)):
+    if not (rf_or_l1(src) and rf_or_l1(dst)):
         return "both operands must be in RF or L1"
     return None  # a Move Spec's dst widens its src (kinds.check_dtypes)
 
@@ -556,7 +544,7 @@ def _vcopy_check(spec: Spec, target: Target) -> Reason:
     src, dst = spec.operands
     if src.level is not Level.L1 or dst.level is not Level.L1:
         return "both operands must be in L1"
-    if reason := _same_contiguous_f32(src, dst):
+    if reason := same_contiguous_f32(src, dst):
         return reason
     if spec.volume % 8:
         return "volume is not a multiple of 8"
@@ -646,9 +634,6 @@ def _pair_pack_emit(w, spec, ops, vt) -> None:
 
 # --- Fill ----------------------------------------------------------------------------
 
-def _c_value(v: float) -> str:
-    return "-INFINITY" if v == -math.inf else f"{v!r}f"
-
 
 def _memset_check(spec: Spec, target: Target) -> Reason:
     (dst,) = spec.operands
@@ -668,13 +653,13 @@ def _memset_emit(w, spec, ops, vt) -> None:
 
 def _value_fill_check(spec: Spec, target: Target) -> Reason:
     (dst,) = spec.operands
-    if dst.volume != 1 or not _rf_or_l1(dst):
+    if dst.volume != 1 or not rf_or_l1(dst):
         return "not a scalar in RF or L1"
     return None
 
 
 def _value_fill_emit(w, spec, ops, vt) -> None:
-    w.line(f"{ops[0].lval()} = {_c_value(spec.params[0])};")
+    w.line(f"{ops[0].lval()} = {c_value(spec.params[0])};")
 
 
 def _vector_fill_check(spec: Spec, target: Target) -> Reason:
@@ -690,471 +675,14 @@ def _vector_fill_emit(w, spec, ops, vt) -> None:
     (dst,) = ops
     v = vt(dst.spec.dtype, dst.spec.vector_size)
     value = spec.params[0]
-    fill = f"{v.zero}()" if value == 0.0 else f"{v.set1}({_c_value(value)})"
+    fill = f"{v.zero}()" if value == 0.0 else f"{v.set1}({c_value(value)})"
     for j in range(_vecs(dst.spec)):
         w.line(f"{dst.vec(j)} = {fill};")
 
 
-# --- Streaming helpers (memory-bound kinds) --------------------------------------------
-#
-# Kinds other than Matmul see their operands only through L1 cache views, so their
-# kernels stream contiguous L1 tensors: a loop of four 8-wide vectors (32 floats) per
-# iteration, then single vectors, then a scalar tail. The volume is a compile-time
-# constant, so only the parts that run are emitted.
-
-def _in_l1(*ts: TensorSpec) -> Reason:
-    if any(t.level is not Level.L1 for t in ts):
-        return "operands must be in L1"
-    return None
-
-
-def _elementwise_check(spec: Spec, target: Target) -> Reason:
-    """Every operand in L1, contiguous, f32, with one layout (element for element)."""
-    ops = spec.operands
-    if reason := _in_l1(*ops):
-        return reason
-    for t in ops[1:]:
-        if reason := _same_contiguous_f32(ops[0], t):
-            return reason
-    return None
-
-
-def _stream_cost(n: int, target: Target, moves: int, ops: int, tail_ops: int = 1) -> int:
-    """``n`` f32 elements streamed through vectors: per vector ``moves`` loads/stores
-    (``vector_move`` each) and ``ops`` arithmetic ops (``fma`` each); per tail element
-    ``tail_ops`` scalar ops (``scalar_op`` excludes operand traffic) and its ``moves``
-    scalar loads and stores, which cost a load/store slot as vector ones do; and per call
-    one vector move (pointer setup, loop entry and exit: what makes one big call cheaper
-    than many)."""
-    nvec, tail = divmod(n, 8)
-    c = target.costs
-    return (nvec * (moves * c.vector_move + ops * c.fma)
-            + tail * (moves * c.vector_move + tail_ops * c.scalar_op) + c.vector_move)
-
-
-def _at(p: str, off: int | str) -> str:
-    return p if off == 0 else f"{p} + {off}"
-
-
-def _stream_emit(w, n: int, reads: list[str], write: str, vop, sop) -> None:
-    """``write[i] = op(reads[0][i], ...)`` for i < n, over local pointers: ``vop`` makes
-    the vector expression from vector expressions, ``sop`` the scalar one."""
-
-    def vec(off) -> None:
-        args = [f"_mm256_loadu_ps({_at(p, off)})" for p in reads]
-        w.line(f"_mm256_storeu_ps({_at(write, off)}, {vop(args)});")
-
-    n32, n8 = n // 32 * 32, n // 8 * 8
-    if n32 > 32:
-        with w.block(f"for (long q = 0; q < {n32}; q += 32) {{"):
-            for j in range(4):
-                vec(_at("q", 8 * j))
-    else:
-        for off in range(0, n32, 8):
-            vec(off)
-    for off in range(n32, n8, 8):
-        vec(off)
-    if n - n8 == 1:
-        w.line(f"{write}[{n8}] = {sop([f'{p}[{n8}]' for p in reads])};")
-    elif n > n8:
-        with w.block(f"for (long q = {n8}; q < {n}; q++) {{"):
-            w.line(f"{write}[q] = {sop([f'{p}[q]' for p in reads])};")
-
-
-def _pointers(w, ops, writes: tuple[int, ...]) -> list[str]:
-    """Local restrict pointers ``p0, p1, ...`` to the operands' origins."""
-    names = []
-    for i, o in enumerate(ops):
-        const = "" if i in writes else "const "
-        names.append(f"p{i}")
-        w.line(f"{const}float *restrict p{i} = {o.ptr(0)};")
-    return names
-
-
-def _binary_emit(vfn: str, cop: str):
-    def emit(w, spec, ops, vt) -> None:
-        with w.block("{"):
-            a, b, out = _pointers(w, ops, (2,))
-            _stream_emit(w, spec.volume, [a, b], out,
-                         lambda v: f"{vfn}({v[0]}, {v[1]})", lambda x: f"{x[0]} {cop} {x[1]}")
-    return emit
-
-
-def _elementwise_cost(moves: int, ops: int):
-    return lambda s, t: _stream_cost(s.volume, t, moves, ops) + _io(s, t)
-
-
-# --- Add, Mul, Relu ---------------------------------------------------------------------
-
-def _relu_emit(w, spec, ops, vt) -> None:
-    with w.block("{"):
-        src, dst = _pointers(w, ops, (1,))
-        if spec.volume >= 8:
-            w.line("const __m256 zero = _mm256_setzero_ps();")
-        _stream_emit(w, spec.volume, [src], dst, lambda v: f"_mm256_max_ps({v[0]}, zero)",
-                     lambda x: f"{x[0]} > 0.0f ? {x[0]} : 0.0f")
-
-
-# --- Broadcast ----------------------------------------------------------------------------
-
-def _bcast_copy_check(spec: Spec, target: Target) -> Reason:
-    if spec.shape[spec.params[0]] != 1:
-        return "the broadcast dim is not 1"
-    return _elementwise_check(spec, target)
-
-
-def _bcast_copy_emit(w, spec, ops, vt) -> None:
-    with w.block("{"):
-        src, dst = _pointers(w, ops, (1,))
-        _stream_emit(w, spec.volume, [src], dst, lambda v: v[0], lambda x: x[0])
-
-
-def _bcast_scalar_check(spec: Spec, target: Target) -> Reason:
-    src, dst = spec.operands
-    if src.volume != 1:
-        return "src is not a scalar"
-    if reason := _in_l1(src, dst):
-        return reason
-    if not dst.contiguous:
-        return "dst is not contiguous"
-    return _all_f32(spec)
-
-
-def _splat_emit(w, n: int, dst: str, value: str) -> None:
-    """``dst[i] = value`` for i < n (``value`` a C float expression)."""
-    w.line(f"const float s = {value};")
-    if n >= 8:
-        w.line("const __m256 sv = _mm256_set1_ps(s);")
-    _stream_emit(w, n, [], dst, lambda v: "sv", lambda x: "s")
-
-
-def _bcast_scalar_emit(w, spec, ops, vt) -> None:
-    src, dst = ops
-    with w.block("{"):
-        w.line(f"float *restrict p1 = {dst.ptr(0)};")
-        _splat_emit(w, spec.volume, "p1", src.lval())
-
-
-# --- MaxAccum, SumAccum -------------------------------------------------------------------
-
-def _scalar_and_row_check(spec: Spec, scalar: int, row: int) -> Reason:
-    """Operand ``scalar`` a scalar in RF or L1, operand ``row`` contiguous in L1, f32."""
-    names = spec.info.operands
-    if spec.operands[scalar].volume != 1 or not _rf_or_l1(spec.operands[scalar]):
-        return f"{names[scalar]} must be a scalar in RF or L1"
-    if spec.operands[row].level is not Level.L1 or not spec.operands[row].contiguous:
-        return f"{names[row]} must be contiguous in L1"
-    return _all_f32(spec)
-
-
-def _hreduce_check(spec: Spec, target: Target) -> Reason:
-    return _scalar_and_row_check(spec, 1, 0)
-
-
-def _hreduce_cost(s: Spec, t: Target) -> int:
-    n = s.operands[0].volume
-    accs = min(4, n // 8)
-    return (_stream_cost(n, t, 1, 1) + max(accs - 1, 0) * t.costs.fma
-            + (t.costs.hsum if accs else 0) + t.costs.scalar_op + _io(s, t))
-
-
-def _hreduce_emit(vfn: str, hfn: str, sfold):
-    """Horizontal reduction of a contiguous src into a scalar dst: up to four vector
-    accumulators (initialized from src's first vectors), combined, reduced across lanes,
-    then the scalar tail, then folded into dst. ``sfold(a, b)`` is the scalar op."""
-
-    def emit(w, spec, ops, vt) -> None:
-        src, dst = ops
-        n = src.spec.volume
-        nvec = n // 8
-        accs = min(4, nvec)
-        n8 = nvec * 8
-        with w.block("{"):
-            w.line(f"const float *restrict p0 = {src.ptr(0)};")
-            if accs:
-                for a in range(accs):
-                    w.line(f"__m256 acc{a} = _mm256_loadu_ps({_at('p0', 8 * a)});")
-                n32 = n // 32 * 32
-                if n32 > 64:
-                    with w.block(f"for (long q = 32; q < {n32}; q += 32) {{"):
-                        for a in range(4):
-                            w.line(f"acc{a} = {vfn}(acc{a}, "
-                                   f"_mm256_loadu_ps({_at('p0 + q', 8 * a)}));")
-                elif n32 == 64:
-                    for a in range(4):
-                        w.line(f"acc{a} = {vfn}(acc{a}, _mm256_loadu_ps(p0 + {32 + 8 * a}));")
-                for j, off in enumerate(range(max(n32, 8 * accs), n8, 8)):
-                    w.line(f"acc{j} = {vfn}(acc{j}, _mm256_loadu_ps(p0 + {off}));")
-                if accs == 4:
-                    w.line(f"acc0 = {vfn}(acc0, acc1);")
-                    w.line(f"acc2 = {vfn}(acc2, acc3);")
-                    w.line(f"acc0 = {vfn}(acc0, acc2);")
-                else:
-                    for a in range(1, accs):
-                        w.line(f"acc0 = {vfn}(acc0, acc{a});")
-                w.line(f"float r = {hfn}(acc0);")
-                start = n8
-            else:
-                w.line("float r = p0[0];")
-                start = 1
-            if n - start == 1:
-                w.line(f"r = {sfold('r', f'p0[{start}]')};")
-            elif n > start:
-                with w.block(f"for (long q = {start}; q < {n}; q++) {{"):
-                    w.line(f"r = {sfold('r', 'p0[q]')};")
-            w.line(f"{dst.lval()} = {sfold(dst.lval(), 'r')};")
-
-    return emit
-
-
-def _max2(a: str, b: str) -> str:
-    return f"({b} > {a} ? {b} : {a})"
-
-
-def _sum2(a: str, b: str) -> str:
-    return f"{a} + {b}"
-
-
-def _accum_check(spec: Spec, target: Target) -> Reason:
-    if spec.shape[spec.params[0]] != 1:
-        return "the reduced dim is not 1"
-    return _elementwise_check(spec, target)
-
-
-def _accum_emit(vfn: str, sfold):
-    def emit(w, spec, ops, vt) -> None:
-        with w.block("{"):
-            src, dst = _pointers(w, ops, (1,))
-            _stream_emit(w, spec.volume, [dst, src], dst,
-                         lambda v: f"{vfn}({v[0]}, {v[1]})", lambda x: sfold(x[0], x[1]))
-    return emit
-
-
-# --- Fill (in L1, any value) ----------------------------------------------------------------
-
-def _l1_fill_check(spec: Spec, target: Target) -> Reason:
-    (dst,) = spec.operands
-    if dst.level is not Level.L1 or not dst.contiguous:
-        return "destination is not contiguous in L1"
-    return _all_f32(spec)
-
-
-def _l1_fill_emit(w, spec, ops, vt) -> None:
-    (dst,) = ops
-    with w.block("{"):
-        w.line(f"float *restrict p0 = {dst.ptr(0)};")
-        _splat_emit(w, spec.volume, "p0", _c_value(spec.params[0]))
-
-
-# --- The softmax family: SoftmaxDenomAccum, SoftmaxComplete ----------------------------
-#
-# ``morello_exp8_neg`` (vectors; the kernels' inputs are x - max <= 0, so it has no
-# branch and results below 9.3e-39 are 0) and ``morello_expf`` (tails), in
-# codegen/partials/prelude.c: range reduction and a degree-6 polynomial. Measured
-# against exp in double precision over every 7th f32 bit pattern in [-104, 89] (320 M
-# values, ``tests/test_softmax.py`` checks a sample): max relative error 7.7e-8 over
-# normal results (numpy's float32 exp: 2.1e-7), subnormal results within 0.86 of their
-# ulp; inf above 88.72, 0 below -103.97, NaN propagates.
-
-# Vector ops of one exp, priced as FMAs: the clamp and range test, the reduction (3), the
-# polynomial (6 FMAs), the scale (3); measured about 1.0-1.3 cycles per element.
-EXP_OPS = 14
-
-
-def _row_stats_check(spec: Spec, target: Target, n_stats: int) -> Reason:
-    """src (and dst) contiguous rows in L1; the ``n_stats`` per-row scalars (max, denom)
-    scalars in RF or L1."""
-    ops = spec.operands
-    stats = ops[1:1 + n_stats]
-    if any(t.volume != 1 or not _rf_or_l1(t) for t in stats):
-        return "max and denom must be scalars in RF or L1 (rows tiled to one)"
-    rows = [ops[0]] + list(ops[1 + n_stats:])
-    if reason := _in_l1(*rows):
-        return reason
-    for t in rows[1:]:
-        if reason := _same_contiguous_f32(rows[0], t):
-            return reason
-    if not rows[0].contiguous:
-        return "src is not contiguous"
-    return _all_f32(spec)
-
-
-def _exp_sum_loop(w, src, mx, n: int, store: str | None, fold: str, den: str) -> None:
-    """``den fold sum(exp(src - max))`` over a contiguous row of ``n``, with two vector
-    accumulators; with ``store``, each exp is also written there (a local pointer)."""
-    n16, n8 = n // 16 * 16, n // 8 * 8
-    w.line(f"const float *restrict p0 = {src.ptr(0)};")
-    w.line(f"const float m = {mx.lval()};")
-    w.line("float r = 0.0f;")
-    if n8:
-        w.line("const __m256 mv = _mm256_set1_ps(m);")
-        w.line("__m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();")
-
-        def step(acc: str, off: int | str) -> None:
-            e = f"morello_exp8_neg(_mm256_sub_ps(_mm256_loadu_ps({_at('p0', off)}), mv))"
-            if store is None:
-                w.line(f"{acc} = _mm256_add_ps({acc}, {e});")
-            else:
-                w.line(f"{{ __m256 e = {e}; _mm256_storeu_ps({_at(store, off)}, e); "
-                       f"{acc} = _mm256_add_ps({acc}, e); }}")
-        if n16 > 16:
-            with w.block(f"for (long q = 0; q < {n16}; q += 16) {{"):
-                step("acc0", "q")
-                step("acc1", "q + 8")
-        elif n16:
-            step("acc0", 0)
-            step("acc1", 8)
-        if n8 > n16:
-            step("acc0", n16)
-        w.line("r = morello_hsum8(_mm256_add_ps(acc0, acc1));")
-    if n > n8:
-        with w.block(f"for (long q = {n8}; q < {n}; q++) {{"):
-            w.line("const float e = morello_expf(p0[q] - m);")
-            if store is not None:
-                w.line(f"{store}[q] = e;")
-            w.line("r += e;")
-    w.line(f"{den} {fold} r;")
-
-
-def _exp_sum_emit(w, spec, ops, vt) -> None:
-    src, mx, den = ops
-    with w.block("{"):
-        _exp_sum_loop(w, src, mx, src.spec.volume, None, "+=", den.lval())
-
-
-def _exp_sum_cost(s: Spec, t: Target) -> int:
-    n = s.operands[0].volume
-    return (_stream_cost(n, t, 1, EXP_OPS + 2, EXP_OPS + 2)
-            + (t.costs.hsum if n >= 8 else 0) + _io(s, t))
-
-
-def _exp_normalize_emit(w, spec, ops, vt) -> None:
-    src, mx, den, dst = ops
-    n = spec.volume
-    with w.block("{"):
-        w.line(f"const float *restrict p0 = {src.ptr(0)};")
-        w.line(f"float *restrict p3 = {dst.ptr(0)};")
-        w.line(f"const float m = {mx.lval()}, inv = 1.0f / {den.lval()};")
-        if n >= 8:
-            w.line("const __m256 mv = _mm256_set1_ps(m), iv = _mm256_set1_ps(inv);")
-        _stream_emit(w, n, ["p0"], "p3",
-                     lambda v: f"_mm256_mul_ps(morello_exp8_neg(_mm256_sub_ps({v[0]}, mv)), iv)",
-                     lambda x: f"morello_expf({x[0]} - m) * inv")
-
-
-def _exp_normalize_cost(s: Spec, t: Target) -> int:
-    return (_stream_cost(s.volume, t, 2, EXP_OPS + 2, EXP_OPS + 2) + t.costs.scalar_op
-            + _io(s, t))
-
-
-def _exp_row_emit(w, spec, ops, vt) -> None:
-    src, mx, dst = ops
-    with w.block("{"):
-        w.line(f"const float *restrict p0 = {src.ptr(0)};")
-        w.line(f"float *restrict p2 = {dst.ptr(0)};")
-        w.line(f"const float m = {mx.lval()};")
-        if spec.volume >= 8:
-            w.line("const __m256 mv = _mm256_set1_ps(m);")
-        _stream_emit(w, spec.volume, ["p0"], "p2",
-                     lambda v: f"morello_exp8_neg(_mm256_sub_ps({v[0]}, mv))",
-                     lambda x: f"morello_expf({x[0]} - m)")
-
-
-def _exp_row_cost(s: Spec, t: Target) -> int:
-    return _stream_cost(s.volume, t, 2, EXP_OPS + 1, EXP_OPS + 1) + _io(s, t)
-
-
-def _unscaled_check(spec: Spec, target: Target) -> Reason:
-    """src and dst contiguous f32 rows in L1; max and denom scalars in RF or L1."""
-    src, mx, dst, den = spec.operands
-    if any(t.volume != 1 or not _rf_or_l1(t) for t in (mx, den)):
-        return "max and denom must be scalars in RF or L1 (rows tiled to one)"
-    if reason := _in_l1(src, dst):
-        return reason
-    if reason := _same_contiguous_f32(src, dst):
-        return reason
-    if not src.contiguous:
-        return "src is not contiguous"
-    return _all_f32(spec)
-
-
-def _unscaled_emit(w, spec, ops, vt, accumulate: bool = False) -> None:
-    src, mx, dst, den = ops
-    with w.block("{"):
-        w.line(f"float *restrict p2 = {dst.ptr(0)};")
-        _exp_sum_loop(w, src, mx, spec.volume, "p2", "+=" if accumulate else "=",
-                      den.lval())
-
-
-def _unscaled_accum_emit(w, spec, ops, vt) -> None:
-    _unscaled_emit(w, spec, ops, vt, accumulate=True)
-
-
-def _unscaled_cost(s: Spec, t: Target) -> int:
-    n = s.volume
-    return (_stream_cost(n, t, 2, EXP_OPS + 2, EXP_OPS + 2)
-            + (t.costs.hsum if n >= 8 else 0) + _io(s, t))
-
-
-def _online_check(spec: Spec, target: Target) -> Reason:
-    return _row_stats_check(spec, target, 2)
-
-
-def _online_emit(w, spec, ops, vt) -> None:
-    """The online merge of one row: its max by a vector max, then the sum of exps
-    against the new max; the old sum rescaled by exp(old max - new max)."""
-    src, mx, den = ops
-    n = spec.volume
-    n8 = n // 8 * 8
-    with w.block("{"):
-        w.line(f"const float *restrict p0 = {src.ptr(0)};")
-        w.line(f"const float mo = {mx.lval()};")
-        w.line("float t = p0[0];")
-        if n8:
-            w.line("__m256 a0 = _mm256_loadu_ps(p0);")
-            if n8 > 8:
-                with w.block(f"for (long q = 8; q < {n8}; q += 8) {{"):
-                    w.line("a0 = _mm256_max_ps(a0, _mm256_loadu_ps(p0 + q));")
-            w.line("t = morello_hmax8(a0);")
-        if n > n8:
-            with w.block(f"for (long q = {n8}; q < {n}; q++) {{"):
-                w.line("t = p0[q] > t ? p0[q] : t;")
-        w.line("const float m = t > mo ? t : mo;")
-        w.line("float r = 0.0f;")
-        if n8:
-            w.line("const __m256 mv = _mm256_set1_ps(m);")
-            w.line("__m256 acc0 = _mm256_setzero_ps();")
-            with w.block(f"for (long q = 0; q < {n8}; q += 8) {{"):
-                w.line("acc0 = _mm256_add_ps(acc0, morello_exp8_neg(_mm256_sub_ps("
-                       "_mm256_loadu_ps(p0 + q), mv)));")
-            w.line("r = morello_hsum8(acc0);")
-        if n > n8:
-            with w.block(f"for (long q = {n8}; q < {n}; q++) {{"):
-                w.line("r += morello_expf(p0[q] - m);")
-        w.line(f"{den.lval()} = {den.lval()} * morello_expf(mo - m) + r;")
-        w.line(f"{mx.lval()} = m;")
-
-
-def _online_cost(s: Spec, t: Target) -> int:
-    n = s.operands[0].volume
-    return (_stream_cost(n, t, 2, EXP_OPS + 3, EXP_OPS + 3) + 2 * t.costs.hsum
-            + EXP_OPS * t.costs.scalar_op + _io(s, t))
-
-
-def _div_scalar_emit(w, spec, ops, vt) -> None:
-    den, dst = ops
-    with w.block("{"):
-        w.line(f"float *restrict p1 = {dst.ptr(0)};")
-        w.line(f"const float inv = 1.0f / {den.lval()};")
-        if spec.volume >= 8:
-            w.line("const __m256 iv = _mm256_set1_ps(inv);")
-        _stream_emit(w, spec.volume, ["p1"], "p1", lambda v: f"_mm256_mul_ps({v[0]}, iv)",
-                     lambda x: f"{x[0]} * inv")
-
-
 KERNELS: tuple[Kernel, ...] = (
     Kernel("MultAdd", PrimKind.MATMUL_ACCUM, _mult_add_check,
-           lambda s, t: t.costs.scalar_op + _io(s, t), 0, _mult_add_emit,
+           lambda s, t: t.costs.scalar_op + io_cost(s, t), 0, _mult_add_emit,
            "out += lhs * rhs on scalars", scalar=True),
     # Differs from the reference (2·vc + 1): one FMA per vector plus one broadcast.
     Kernel("BroadcastVecMultAdd", PrimKind.MATMUL_ACCUM, _bvma_check,
@@ -1188,97 +716,46 @@ KERNELS: tuple[Kernel, ...] = (
            unit_dims=(0,), needs_vrf=True),
     Kernel("MultAddSat16Loop", PrimKind.MATMUL_SAT16_ACCUM, _sat_scalar_check,
            lambda s, t: s.shape[2] * (4 * t.costs.scalar_op + t.costs.vector_move)
-           + _io(s, t), 0, _sat_scalar_emit,
+           + io_cost(s, t), 0, _sat_scalar_emit,
            "one output element: the k-pairs' products summed with s16 saturation, scalar",
            unit_dims=(0, 1, 3)),
     Kernel("Assign", PrimKind.MOVE, _assign_check,
-           lambda s, t: t.costs.scalar_op + _io(s, t), 0, _assign_emit, "scalar copy",
+           lambda s, t: t.costs.scalar_op + io_cost(s, t), 0, _assign_emit, "scalar copy",
            scalar=True),
     Kernel("VectorAssign", PrimKind.MOVE, _vassign_check,
            lambda s, t: t.costs.vector_move * (
                s.volume // (s.operands[0].vector_size or s.operands[1].vector_size)),
            0, _vassign_emit, "vector loads/stores between VRF and memory", needs_vrf=True),
     Kernel("VectorWidenBf16", PrimKind.MOVE, _widen_check,
-           lambda s, t: 2 * t.costs.vector_move * _vecs(s.operands[1]) + _io(s, t), 0,
+           lambda s, t: 2 * t.costs.vector_move * _vecs(s.operands[1]) + io_cost(s, t), 0,
            _widen_emit, "bf16 in L1 widened into f32 vector registers (zero-extend, shift)",
            needs_vrf=True),
     Kernel("WidenCopyBf16", PrimKind.MOVE, _widen_copy_check,
-           lambda s, t: _stream_cost(s.volume, t, 3, 0) + _io(s, t), 0, _widen_copy_emit,
+           lambda s, t: stream.pass_cost(s.volume, t, 3, 0) + io_cost(s, t), 0, _widen_copy_emit,
            "bf16 widened into an f32 buffer, both contiguous in L1"),
     Kernel("QuadPack", PrimKind.MOVE, _quad_pack_check,
-           lambda s, t: 6 * t.costs.vector_move * (s.shape[2] // 8) + _io(s, t), 0,
+           lambda s, t: 6 * t.costs.vector_move * (s.shape[2] // 8) + io_cost(s, t), 0,
            _quad_pack_emit, "four rows of bytes interleaved by column (vpmaddubsw's order)"),
     Kernel("WidenPairPack", PrimKind.MOVE, _pair_pack_check,
-           lambda s, t: 3 * t.costs.vector_move * (s.shape[2] // 8) + _io(s, t), 0,
+           lambda s, t: 3 * t.costs.vector_move * (s.shape[2] // 8) + io_cost(s, t), 0,
            _pair_pack_emit, "two rows of u8/s8 widened into s16, interleaved (vpmaddwd's "
            "operand order)"),
     # Not in the reference: packing copies there go element by element.
     Kernel("VectorCopy", PrimKind.MOVE, _vcopy_check,
-           lambda s, t: 2 * t.costs.vector_move * (s.volume // 8) + _io(s, t), 0, _vcopy_emit,
+           lambda s, t: 2 * t.costs.vector_move * (s.volume // 8) + io_cost(s, t), 0, _vcopy_emit,
            "contiguous copy in L1 by vector loads and stores (packing)"),
     # Differs from the reference (cost 1 whatever the size): memset touches every line.
     Kernel("MemsetZero", PrimKind.FILL, _memset_check,
            lambda s, t: t.costs.scalar_op + move_cost(s.operands[0], t), 0, _memset_emit,
            "memset (fills with zero)"),
     Kernel("ValueFill", PrimKind.FILL, _value_fill_check,
-           lambda s, t: t.costs.scalar_op + _io(s, t), 0, _value_fill_emit, "scalar = value",
+           lambda s, t: t.costs.scalar_op + io_cost(s, t), 0, _value_fill_emit, "scalar = value",
            scalar=True),
     Kernel("VectorFill", PrimKind.FILL, _vector_fill_check,
            lambda s, t: _vecs(s.operands[0]) * t.costs.vector_move, 0, _vector_fill_emit,
            "vector registers = value", needs_vrf=True),
-    # --- Add, Mul, Relu: streams over contiguous L1 tensors of one layout.
-    Kernel("VectorAdd", PrimKind.ADD, _elementwise_check, _elementwise_cost(3, 1), 0,
-           _binary_emit("_mm256_add_ps", "+"), "out = lhs + rhs over contiguous L1 tensors"),
-    Kernel("VectorMul", PrimKind.MUL, _elementwise_check, _elementwise_cost(3, 1), 0,
-           _binary_emit("_mm256_mul_ps", "*"), "out = lhs * rhs over contiguous L1 tensors"),
-    Kernel("VectorRelu", PrimKind.RELU, _elementwise_check, _elementwise_cost(2, 1), 1,
-           _relu_emit, "dst = max(src, 0) over contiguous L1 tensors"),
-    # --- Broadcast
-    Kernel("BroadcastCopy", PrimKind.BROADCAST, _bcast_copy_check, _elementwise_cost(2, 0),
-           0, _bcast_copy_emit, "a broadcast over an extent-1 dim: a contiguous L1 copy"),
-    Kernel("BroadcastScalar", PrimKind.BROADCAST, _bcast_scalar_check,
-           lambda s, t: _stream_cost(s.volume, t, 1, 0) + t.costs.broadcast + _io(s, t), 1,
-           _bcast_scalar_emit, "a scalar in L1 stored over a contiguous L1 tensor"),
-    # --- MaxAccum
-    Kernel("VectorMaxReduce", PrimKind.MAX_ACCUM, _hreduce_check, _hreduce_cost, 4,
-           _hreduce_emit("_mm256_max_ps", "morello_hmax8", _max2),
-           "dst = max(dst, max of a contiguous L1 src): vector maxima, then across lanes"),
-    Kernel("VectorMaxAccum", PrimKind.MAX_ACCUM, _accum_check, _elementwise_cost(3, 1), 0,
-           _accum_emit("_mm256_max_ps", _max2),
-           "dst = max(dst, src) elementwise (reduced dim of 1), contiguous L1 tensors"),
-    # --- SumAccum
-    Kernel("VectorSumReduce", PrimKind.SUM_ACCUM, _hreduce_check, _hreduce_cost, 4,
-           _hreduce_emit("_mm256_add_ps", "morello_hsum8", _sum2),
-           "dst += sum of a contiguous L1 src: vector sums, then across lanes"),
-    Kernel("VectorSumAccum", PrimKind.SUM_ACCUM, _accum_check, _elementwise_cost(3, 1), 0,
-           _accum_emit("_mm256_add_ps", _sum2),
-           "dst += src elementwise (reduced dim of 1), contiguous L1 tensors"),
-    # --- Fill: any value (MemsetZero only fills with zero)
-    Kernel("L1Fill", PrimKind.FILL, _l1_fill_check,
-           lambda s, t: _stream_cost(s.volume, t, 1, 0) + t.costs.broadcast
-           + move_cost(s.operands[0], t), 1, _l1_fill_emit,
-           "vector stores of a value over a contiguous L1 tensor"),
-    # --- The softmax family
-    Kernel("VectorExpSum", PrimKind.SOFTMAX_DENOM_ACCUM,
-           lambda s, t: _row_stats_check(s, t, 2), _exp_sum_cost, 5, _exp_sum_emit,
-           "denom += sum of exp(src - max) over a contiguous L1 row (two vector sums)"),
-    Kernel("VectorExpNormalize", PrimKind.SOFTMAX_COMPLETE,
-           lambda s, t: _row_stats_check(s, t, 2), _exp_normalize_cost, 4,
-           _exp_normalize_emit,
-           "dst = exp(src - max) / denom over contiguous L1 rows"),
-    Kernel("VectorExp", PrimKind.SOFTMAX_EXP, lambda s, t: _row_stats_check(s, t, 1),
-           _exp_row_cost, 2, _exp_row_emit, "dst = exp(src - max) over contiguous L1 rows"),
-    Kernel("VectorOnlineDenomMax", PrimKind.SOFTMAX_DENOM_MAX_ACCUM, _online_check,
-           _online_cost, 3, _online_emit,
-           "online softmax merge of a contiguous L1 row into scalar max and denom"),
-    Kernel("VectorExpStoreSum", PrimKind.SOFTMAX_UNSCALED, _unscaled_check, _unscaled_cost, 3,
-           _unscaled_emit, "dst = exp(src - max) over a contiguous L1 row, denom = its sum"),
-    Kernel("VectorExpStoreSumAccum", PrimKind.SOFTMAX_UNSCALED_ACCUM, _unscaled_check,
-           _unscaled_cost, 3, _unscaled_accum_emit,
-           "dst = exp(src - max) over a contiguous L1 row, denom += its sum"),
-    Kernel("VectorDivScalar", PrimKind.DIV_REDUCED, lambda s, t: _scalar_and_row_check(s, 0, 1),
-           lambda s, t: _stream_cost(s.volume, t, 2, 1) + t.costs.scalar_op + _io(s, t), 1,
-           _div_scalar_emit, "dst *= 1 / denom over a contiguous L1 row"),
+    # --- The memory-bound kinds (elementwise, broadcast, reductions, softmax family).
+    *stream.rows(stream.AVX2),
 )
 
 TABLE = KernelTable("avx2", KERNELS, VECTOR_TYPES)

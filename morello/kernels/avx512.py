@@ -3,12 +3,15 @@
 The register-tile kernels (``BroadcastVecMultAdd``, ``VectorAssign``, ``VectorFill``) emit
 through the target's vector types, so a Move into VRF may take 64-byte vectors here
 (``rewrites.move`` picks the widest vector that tiles the row) and the 32 zmm registers
-hold larger register tiles; the kernels of memory-bound kinds stay 8-lane AVX2 code,
-which every AVX-512 host runs. Host support: ``morello.memory.host_lacks``.
+hold larger register tiles. The memory-bound kinds have their AVX2 kernels and the same
+in 16 lanes (``morello.kernels.stream``, names ending in 16): the search picks per Spec
+(16 lanes for long rows; 8 where a row of 8 would be a scalar tail in 16-lane code).
+Host support: ``morello.memory.host_lacks``.
 """
 from __future__ import annotations
 
 from morello.dtypes import Dtype
+from morello.kernels import stream
 from morello.kernels.avx2 import KERNELS, VECTOR_TYPES
 from morello.kernels.base import KernelTable, VecType
 
@@ -19,5 +22,5 @@ VECTOR_TYPES_512 = (
     *VECTOR_TYPES,
 )
 
-TABLE = KernelTable("avx512", KERNELS, VECTOR_TYPES_512)
+TABLE = KernelTable("avx512", (*KERNELS, *stream.rows(stream.AVX512)), VECTOR_TYPES_512)
 BY_NAME = TABLE.by_name

@@ -18,13 +18,50 @@ Emitters speak to operands through the codegen's operand protocol:
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from morello.cost import move_cost
 from morello.dtypes import Dtype
 from morello.kinds import PrimKind
+from morello.memory import Level, Target
+from morello.tensorspec import TensorSpec
 
 Reason = str | None
+
+
+# --- Checks and costs that kernels of every table share -------------------------------
+
+def rf_or_l1(t: TensorSpec) -> bool:
+    return t.level in (Level.RF, Level.L1)
+
+
+def io_cost(spec, target: Target) -> int:
+    """``move_cost`` of every operand: what a kernel pays to touch its operands."""
+    return sum(move_cost(o, target) for o in spec.operands)
+
+
+def all_f32(spec) -> Reason:
+    if any(o.dtype is not Dtype.F32 for o in spec.operands):
+        return "only f32 operands are supported by this kernel"
+    return None
+
+
+def same_contiguous_f32(src: TensorSpec, dst: TensorSpec) -> Reason:
+    """Copies element for element: same layout, both contiguous, f32."""
+    if not (src.contiguous and dst.contiguous):
+        return "operands must be contiguous"
+    if src.layout != dst.layout:
+        return "layouts differ"
+    if src.dtype is not Dtype.F32 or dst.dtype is not Dtype.F32:
+        return "only f32"
+    return None
+
+
+def c_value(v: float) -> str:
+    """A fill value as a C float literal."""
+    return "-INFINITY" if v == -math.inf else f"{v!r}f"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,630 @@
+"""Kernels of the memory-bound kinds, in one vector width or another.
+
+Kinds other than Matmul see their operands only through L1 cache views, so their kernels
+stream contiguous L1 tensors: a loop of four vectors per iteration, then single vectors,
+then a scalar tail. The volume is a compile-time constant, so only the parts that run are
+emitted. ``rows(width)`` makes every such kernel for one ``Width``: AVX2's 8 floats, and
+AVX-512's 16 (whose table has both, so the search picks per Spec: a row of 8 is one AVX2
+vector, but 8 scalars in 16-lane code).
+
+A vector op costs the same in either width (``vector_move``, ``fma``): on the AVX-512
+hosts measured, 512-bit loads, FMAs and integer ops issue at the 256-bit rates.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from morello.cost import move_cost
+from morello.kernels.base import (
+    Kernel,
+    Reason,
+    all_f32,
+    c_value,
+    io_cost,
+    rf_or_l1,
+    same_contiguous_f32,
+)
+from morello.memory import Level, Target
+from morello.specs import PrimKind, Spec
+from morello.tensorspec import TensorSpec
+
+
+@dataclass(frozen=True)
+class Width:
+    """The vectors of a stream kernel: ``lanes`` floats in C type ``reg``, intrinsics
+    named ``{pre}_{op}_ps``; ``suffix`` names the kernel rows (AVX2's have none);
+    ``exp_ops``: one vector exp's cost in vector ops (``fma`` each)."""
+
+    lanes: int
+    reg: str
+    pre: str
+    suffix: str
+    exp_ops: int
+
+    def op(self, name: str) -> str:
+        return f"{self.pre}_{name}_ps"
+
+    def load(self, ptr: str) -> str:
+        return f"{self.pre}_loadu_ps({ptr})"
+
+    def store(self, ptr: str, value: str) -> str:
+        return f"{self.pre}_storeu_ps({ptr}, {value});"
+
+    def set1(self, value: str) -> str:
+        return f"{self.pre}_set1_ps({value})"
+
+    @property
+    def zero(self) -> str:
+        return f"{self.pre}_setzero_ps()"
+
+    @property
+    def exp_neg(self) -> str:
+        return f"morello_exp{self.lanes}_neg"
+
+    @property
+    def hsum(self) -> str:
+        return f"morello_hsum{self.lanes}"
+
+    @property
+    def hmax(self) -> str:
+        return f"morello_hmax{self.lanes}"
+
+
+# Vector ops of one exp, priced as FMAs: the clamp and range test, the reduction (3), the
+# polynomial (6 FMAs), the scale (3); measured about 1.0-1.3 cycles per element in 8
+# lanes. In 16 lanes an exp-store-sum loop over a row in L1 ran 1.23-1.49x (median 1.46x)
+# faster per element than in 8, not 2x (its shifts, integer subtracts and maxima have two
+# 512-bit ports against three 256-bit ones; a load-FMA-store stream ran 1.8-2.0x), so a
+# 16-lane exp is priced 20/14 of an 8-lane one (SPR, 5 runs of a hand loop, one run).
+AVX2 = Width(8, "__m256", "_mm256", "", 14)
+SCALAR_EXP_OPS = 14  # morello_expf of a tail element, in scalar ops
+AVX512 = Width(16, "__m512", "_mm512", "16", 20)
+
+
+def in_l1(*ts: TensorSpec) -> Reason:
+    if any(t.level is not Level.L1 for t in ts):
+        return "operands must be in L1"
+    return None
+
+
+def _elementwise_check(spec: Spec, target: Target) -> Reason:
+    """Every operand in L1, contiguous, f32, with one layout (element for element)."""
+    ops = spec.operands
+    if reason := in_l1(*ops):
+        return reason
+    for t in ops[1:]:
+        if reason := same_contiguous_f32(ops[0], t):
+            return reason
+    return None
+
+
+def pass_cost(n: int, target: Target, moves: int, ops: int, tail_ops: int = 1,
+                lanes: int = 8) -> int:
+    """``n`` f32 elements streamed through vectors of ``lanes``: per vector ``moves``
+    loads/stores (``vector_move`` each) and ``ops`` arithmetic ops (``fma`` each); per
+    tail element ``tail_ops`` scalar ops (``scalar_op`` excludes operand traffic) and its
+    ``moves`` scalar loads and stores, which cost a load/store slot as vector ones do; and
+    per call one vector move (pointer setup, loop entry and exit: what makes one big call
+    cheaper than many)."""
+    nvec, tail = divmod(n, lanes)
+    c = target.costs
+    return (nvec * (moves * c.vector_move + ops * c.fma)
+            + tail * (moves * c.vector_move + tail_ops * c.scalar_op) + c.vector_move)
+
+
+def _at(p: str, off: int | str) -> str:
+    return p if off == 0 else f"{p} + {off}"
+
+
+def _stream_emit(w, v: Width, n: int, reads: list[str], write: str, vop, sop) -> None:
+    """``write[i] = op(reads[0][i], ...)`` for i < n, over local pointers: ``vop`` makes
+    the vector expression from vector expressions, ``sop`` the scalar one."""
+    lanes = v.lanes
+
+    def vec(off) -> None:
+        w.line(v.store(_at(write, off), vop([v.load(_at(p, off)) for p in reads])))
+
+    n4, n1 = n // (4 * lanes) * 4 * lanes, n // lanes * lanes
+    if n4 > 4 * lanes:
+        with w.block(f"for (long q = 0; q < {n4}; q += {4 * lanes}) {{"):
+            for j in range(4):
+                vec(_at("q", lanes * j))
+    else:
+        for off in range(0, n4, lanes):
+            vec(off)
+    for off in range(n4, n1, lanes):
+        vec(off)
+    if n - n1 == 1:
+        w.line(f"{write}[{n1}] = {sop([f'{p}[{n1}]' for p in reads])};")
+    elif n > n1:
+        with w.block(f"for (long q = {n1}; q < {n}; q++) {{"):
+            w.line(f"{write}[q] = {sop([f'{p}[q]' for p in reads])};")
+
+
+def _pointers(w, ops, writes: tuple[int, ...]) -> list[str]:
+    """Local restrict pointers ``p0, p1, ...`` to the operands' origins."""
+    names = []
+    for i, o in enumerate(ops):
+        const = "" if i in writes else "const "
+        names.append(f"p{i}")
+        w.line(f"{const}float *restrict p{i} = {o.ptr(0)};")
+    return names
+
+
+def _binary_emit(v: Width, op: str, cop: str):
+    def emit(w, spec, ops, vt) -> None:
+        with w.block("{"):
+            a, b, out = _pointers(w, ops, (2,))
+            _stream_emit(w, v, spec.volume, [a, b], out,
+                         lambda x: f"{v.op(op)}({x[0]}, {x[1]})",
+                         lambda x: f"{x[0]} {cop} {x[1]}")
+    return emit
+
+
+def _elementwise_cost(v: Width, moves: int, ops: int):
+    return lambda s, t: pass_cost(s.volume, t, moves, ops, lanes=v.lanes) + io_cost(s, t)
+
+
+# --- Relu, Broadcast ----------------------------------------------------------------------
+
+def _relu_emit(v: Width):
+    def emit(w, spec, ops, vt) -> None:
+        with w.block("{"):
+            src, dst = _pointers(w, ops, (1,))
+            if spec.volume >= v.lanes:
+                w.line(f"const {v.reg} zero = {v.zero};")
+            _stream_emit(w, v, spec.volume, [src], dst,
+                         lambda x: f"{v.op('max')}({x[0]}, zero)",
+                         lambda x: f"{x[0]} > 0.0f ? {x[0]} : 0.0f")
+    return emit
+
+
+def _bcast_copy_check(spec: Spec, target: Target) -> Reason:
+    if spec.shape[spec.params[0]] != 1:
+        return "the broadcast dim is not 1"
+    return _elementwise_check(spec, target)
+
+
+def _bcast_copy_emit(v: Width):
+    def emit(w, spec, ops, vt) -> None:
+        with w.block("{"):
+            src, dst = _pointers(w, ops, (1,))
+            _stream_emit(w, v, spec.volume, [src], dst, lambda x: x[0], lambda x: x[0])
+    return emit
+
+
+def _bcast_scalar_check(spec: Spec, target: Target) -> Reason:
+    src, dst = spec.operands
+    if src.volume != 1:
+        return "src is not a scalar"
+    if reason := in_l1(src, dst):
+        return reason
+    if not dst.contiguous:
+        return "dst is not contiguous"
+    return all_f32(spec)
+
+
+def _splat_emit(w, v: Width, n: int, dst: str, value: str) -> None:
+    """``dst[i] = value`` for i < n (``value`` a C float expression)."""
+    w.line(f"const float s = {value};")
+    if n >= v.lanes:
+        w.line(f"const {v.reg} sv = {v.set1('s')};")
+    _stream_emit(w, v, n, [], dst, lambda x: "sv", lambda x: "s")
+
+
+def _bcast_scalar_emit(v: Width):
+    def emit(w, spec, ops, vt) -> None:
+        src, dst = ops
+        with w.block("{"):
+            w.line(f"float *restrict p1 = {dst.ptr(0)};")
+            _splat_emit(w, v, spec.volume, "p1", src.lval())
+    return emit
+
+
+def _splat_cost(v: Width):
+    return lambda s, t: (pass_cost(s.volume, t, 1, 0, lanes=v.lanes) + t.costs.broadcast
+                         + io_cost(s, t))
+
+
+# --- MaxAccum, SumAccum -------------------------------------------------------------------
+
+def scalar_and_row_check(spec: Spec, scalar: int, row: int) -> Reason:
+    """Operand ``scalar`` a scalar in RF or L1, operand ``row`` contiguous in L1, f32."""
+    names = spec.info.operands
+    if spec.operands[scalar].volume != 1 or not rf_or_l1(spec.operands[scalar]):
+        return f"{names[scalar]} must be a scalar in RF or L1"
+    if spec.operands[row].level is not Level.L1 or not spec.operands[row].contiguous:
+        return f"{names[row]} must be contiguous in L1"
+    return all_f32(spec)
+
+
+def _hreduce_check(spec: Spec, target: Target) -> Reason:
+    return scalar_and_row_check(spec, 1, 0)
+
+
+def _hreduce_cost(v: Width):
+    def cost(s: Spec, t: Target) -> int:
+        n = s.operands[0].volume
+        accs = min(4, n // v.lanes)
+        return (pass_cost(n, t, 1, 1, lanes=v.lanes) + max(accs - 1, 0) * t.costs.fma
+                + (t.costs.hsum if accs else 0) + t.costs.scalar_op + io_cost(s, t))
+    return cost
+
+
+def _hreduce_emit(v: Width, op: str, hfn: str, sfold):
+    """Horizontal reduction of a contiguous src into a scalar dst: up to four vector
+    accumulators (initialized from src's first vectors), combined, reduced across lanes,
+    then the scalar tail, then folded into dst. ``sfold(a, b)`` is the scalar op."""
+    vfn, lanes = v.op(op), v.lanes
+
+    def emit(w, spec, ops, vt) -> None:
+        src, dst = ops
+        n = src.spec.volume
+        nvec = n // lanes
+        accs = min(4, nvec)
+        n1, n4 = nvec * lanes, n // (4 * lanes) * 4 * lanes
+        with w.block("{"):
+            w.line(f"const float *restrict p0 = {src.ptr(0)};")
+            if accs:
+                for a in range(accs):
+                    w.line(f"{v.reg} acc{a} = {v.load(_at('p0', lanes * a))};")
+                if n4 > 8 * lanes:
+                    with w.block(f"for (long q = {4 * lanes}; q < {n4}; q += {4 * lanes}) {{"):
+                        for a in range(4):
+                            w.line(f"acc{a} = {vfn}(acc{a}, {v.load(_at('p0 + q', lanes * a))});")
+                elif n4 == 8 * lanes:
+                    for a in range(4):
+                        w.line(f"acc{a} = {vfn}(acc{a}, {v.load(f'p0 + {(4 + a) * lanes}')});")
+                for j, off in enumerate(range(max(n4, lanes * accs), n1, lanes)):
+                    w.line(f"acc{j} = {vfn}(acc{j}, {v.load(f'p0 + {off}')});")
+                if accs == 4:
+                    w.line(f"acc0 = {vfn}(acc0, acc1);")
+                    w.line(f"acc2 = {vfn}(acc2, acc3);")
+                    w.line(f"acc0 = {vfn}(acc0, acc2);")
+                else:
+                    for a in range(1, accs):
+                        w.line(f"acc0 = {vfn}(acc0, acc{a});")
+                w.line(f"float r = {hfn}(acc0);")
+                start = n1
+            else:
+                w.line("float r = p0[0];")
+                start = 1
+            if n - start == 1:
+                w.line(f"r = {sfold('r', f'p0[{start}]')};")
+            elif n > start:
+                with w.block(f"for (long q = {start}; q < {n}; q++) {{"):
+                    w.line(f"r = {sfold('r', 'p0[q]')};")
+            w.line(f"{dst.lval()} = {sfold(dst.lval(), 'r')};")
+
+    return emit
+
+
+def _max2(a: str, b: str) -> str:
+    return f"({b} > {a} ? {b} : {a})"
+
+
+def _sum2(a: str, b: str) -> str:
+    return f"{a} + {b}"
+
+
+def _accum_check(spec: Spec, target: Target) -> Reason:
+    if spec.shape[spec.params[0]] != 1:
+        return "the reduced dim is not 1"
+    return _elementwise_check(spec, target)
+
+
+def _accum_emit(v: Width, op: str, sfold):
+    def emit(w, spec, ops, vt) -> None:
+        with w.block("{"):
+            src, dst = _pointers(w, ops, (1,))
+            _stream_emit(w, v, spec.volume, [dst, src], dst,
+                         lambda x: f"{v.op(op)}({x[0]}, {x[1]})", lambda x: sfold(x[0], x[1]))
+    return emit
+
+
+# --- Fill (in L1, any value) ----------------------------------------------------------------
+
+def _l1_fill_check(spec: Spec, target: Target) -> Reason:
+    (dst,) = spec.operands
+    if dst.level is not Level.L1 or not dst.contiguous:
+        return "destination is not contiguous in L1"
+    return all_f32(spec)
+
+
+def _l1_fill_emit(v: Width):
+    def emit(w, spec, ops, vt) -> None:
+        (dst,) = ops
+        with w.block("{"):
+            w.line(f"float *restrict p0 = {dst.ptr(0)};")
+            _splat_emit(w, v, spec.volume, "p0", c_value(spec.params[0]))
+    return emit
+
+
+def _l1_fill_cost(v: Width):
+    return lambda s, t: (pass_cost(s.volume, t, 1, 0, lanes=v.lanes) + t.costs.broadcast
+                         + move_cost(s.operands[0], t))
+
+
+# --- The softmax family: SoftmaxDenomAccum, SoftmaxComplete ----------------------------
+#
+# ``morello_exp8_neg`` / ``morello_exp16_neg`` (vectors; the kernels' inputs are
+# x - max <= 0, so they have no branch and results below 9.3e-39 are 0) and
+# ``morello_expf`` (tails), in codegen/partials/prelude.c: range reduction and a
+# degree-6 polynomial, the same steps in either width. Measured against exp in double
+# precision over every 7th f32 bit pattern in [-104, 89] (320 M values,
+# ``tests/test_softmax.py`` checks a sample): max relative error 7.7e-8 over normal
+# results (numpy's float32 exp: 2.1e-7), subnormal results within 0.86 of their ulp; inf
+# above 88.72, 0 below -103.97, NaN propagates.
+
+def _row_stats_check(spec: Spec, target: Target, n_stats: int) -> Reason:
+    """src (and dst) contiguous rows in L1; the ``n_stats`` per-row scalars (max, denom)
+    scalars in RF or L1."""
+    ops = spec.operands
+    stats = ops[1:1 + n_stats]
+    if any(t.volume != 1 or not rf_or_l1(t) for t in stats):
+        return "max and denom must be scalars in RF or L1 (rows tiled to one)"
+    rows = [ops[0]] + list(ops[1 + n_stats:])
+    if reason := in_l1(*rows):
+        return reason
+    for t in rows[1:]:
+        if reason := same_contiguous_f32(rows[0], t):
+            return reason
+    if not rows[0].contiguous:
+        return "src is not contiguous"
+    return all_f32(spec)
+
+
+def _exp_sum_loop(w, v: Width, src, mx, n: int, store: str | None, fold: str,
+                  den: str) -> None:
+    """``den fold sum(exp(src - max))`` over a contiguous row of ``n``, with two vector
+    accumulators; with ``store``, each exp is also written there (a local pointer)."""
+    lanes = v.lanes
+    n2, n1 = n // (2 * lanes) * 2 * lanes, n // lanes * lanes
+    w.line(f"const float *restrict p0 = {src.ptr(0)};")
+    w.line(f"const float m = {mx.lval()};")
+    w.line("float r = 0.0f;")
+    if n1:
+        w.line(f"const {v.reg} mv = {v.set1('m')};")
+        w.line(f"{v.reg} acc0 = {v.zero}, acc1 = {v.zero};")
+
+        def step(acc: str, off: int | str) -> None:
+            e = f"{v.exp_neg}({v.op('sub')}({v.load(_at('p0', off))}, mv))"
+            if store is None:
+                w.line(f"{acc} = {v.op('add')}({acc}, {e});")
+            else:
+                w.line(f"{{ {v.reg} e = {e}; {v.store(_at(store, off), 'e')} "
+                       f"{acc} = {v.op('add')}({acc}, e); }}")
+        if n2 > 2 * lanes:
+            with w.block(f"for (long q = 0; q < {n2}; q += {2 * lanes}) {{"):
+                step("acc0", "q")
+                step("acc1", f"q + {lanes}")
+        elif n2:
+            step("acc0", 0)
+            step("acc1", lanes)
+        if n1 > n2:
+            step("acc0", n2)
+        w.line(f"r = {v.hsum}({v.op('add')}(acc0, acc1));")
+    if n > n1:
+        with w.block(f"for (long q = {n1}; q < {n}; q++) {{"):
+            w.line("const float e = morello_expf(p0[q] - m);")
+            if store is not None:
+                w.line(f"{store}[q] = e;")
+            w.line("r += e;")
+    w.line(f"{den} {fold} r;")
+
+
+def _exp_sum_emit(v: Width):
+    def emit(w, spec, ops, vt) -> None:
+        src, mx, den = ops
+        with w.block("{"):
+            _exp_sum_loop(w, v, src, mx, src.spec.volume, None, "+=", den.lval())
+    return emit
+
+
+def _exp_sum_cost(v: Width):
+    def cost(s: Spec, t: Target) -> int:
+        n = s.operands[0].volume
+        return (pass_cost(n, t, 1, v.exp_ops + 2, SCALAR_EXP_OPS + 2, v.lanes)
+                + (t.costs.hsum if n >= v.lanes else 0) + io_cost(s, t))
+    return cost
+
+
+def _exp_normalize_emit(v: Width):
+    def emit(w, spec, ops, vt) -> None:
+        src, mx, den, dst = ops
+        n = spec.volume
+        with w.block("{"):
+            w.line(f"const float *restrict p0 = {src.ptr(0)};")
+            w.line(f"float *restrict p3 = {dst.ptr(0)};")
+            w.line(f"const float m = {mx.lval()}, inv = 1.0f / {den.lval()};")
+            if n >= v.lanes:
+                w.line(f"const {v.reg} mv = {v.set1('m')}, iv = {v.set1('inv')};")
+            _stream_emit(w, v, n, ["p0"], "p3",
+                         lambda x: f"{v.op('mul')}({v.exp_neg}({v.op('sub')}({x[0]}, mv)), iv)",
+                         lambda x: f"morello_expf({x[0]} - m) * inv")
+    return emit
+
+
+def _exp_normalize_cost(v: Width):
+    return lambda s, t: (pass_cost(s.volume, t, 2, v.exp_ops + 2, SCALAR_EXP_OPS + 2, v.lanes)
+                         + t.costs.scalar_op + io_cost(s, t))
+
+
+def _exp_row_emit(v: Width):
+    def emit(w, spec, ops, vt) -> None:
+        src, mx, dst = ops
+        with w.block("{"):
+            w.line(f"const float *restrict p0 = {src.ptr(0)};")
+            w.line(f"float *restrict p2 = {dst.ptr(0)};")
+            w.line(f"const float m = {mx.lval()};")
+            if spec.volume >= v.lanes:
+                w.line(f"const {v.reg} mv = {v.set1('m')};")
+            _stream_emit(w, v, spec.volume, ["p0"], "p2",
+                         lambda x: f"{v.exp_neg}({v.op('sub')}({x[0]}, mv))",
+                         lambda x: f"morello_expf({x[0]} - m)")
+    return emit
+
+
+def _exp_row_cost(v: Width):
+    return lambda s, t: (pass_cost(s.volume, t, 2, v.exp_ops + 1, SCALAR_EXP_OPS + 1, v.lanes)
+                         + io_cost(s, t))
+
+
+def _unscaled_check(spec: Spec, target: Target) -> Reason:
+    """src and dst contiguous f32 rows in L1; max and denom scalars in RF or L1."""
+    src, mx, dst, den = spec.operands
+    if any(t.volume != 1 or not rf_or_l1(t) for t in (mx, den)):
+        return "max and denom must be scalars in RF or L1 (rows tiled to one)"
+    if reason := in_l1(src, dst):
+        return reason
+    if reason := same_contiguous_f32(src, dst):
+        return reason
+    if not src.contiguous:
+        return "src is not contiguous"
+    return all_f32(spec)
+
+
+def _unscaled_emit(v: Width, accumulate: bool):
+    def emit(w, spec, ops, vt) -> None:
+        src, mx, dst, den = ops
+        with w.block("{"):
+            w.line(f"float *restrict p2 = {dst.ptr(0)};")
+            _exp_sum_loop(w, v, src, mx, spec.volume, "p2", "+=" if accumulate else "=",
+                          den.lval())
+    return emit
+
+
+def _unscaled_cost(v: Width):
+    def cost(s: Spec, t: Target) -> int:
+        n = s.volume
+        return (pass_cost(n, t, 2, v.exp_ops + 2, SCALAR_EXP_OPS + 2, v.lanes)
+                + (t.costs.hsum if n >= v.lanes else 0) + io_cost(s, t))
+    return cost
+
+
+def _online_check(spec: Spec, target: Target) -> Reason:
+    return _row_stats_check(spec, target, 2)
+
+
+def _online_emit(v: Width):
+    """The online merge of one row: its max by a vector max, then the sum of exps
+    against the new max; the old sum rescaled by exp(old max - new max)."""
+    lanes = v.lanes
+
+    def emit(w, spec, ops, vt) -> None:
+        src, mx, den = ops
+        n = spec.volume
+        n1 = n // lanes * lanes
+        with w.block("{"):
+            w.line(f"const float *restrict p0 = {src.ptr(0)};")
+            w.line(f"const float mo = {mx.lval()};")
+            w.line("float t = p0[0];")
+            if n1:
+                w.line(f"{v.reg} a0 = {v.load('p0')};")
+                if n1 > lanes:
+                    with w.block(f"for (long q = {lanes}; q < {n1}; q += {lanes}) {{"):
+                        w.line(f"a0 = {v.op('max')}(a0, {v.load('p0 + q')});")
+                w.line(f"t = {v.hmax}(a0);")
+            if n > n1:
+                with w.block(f"for (long q = {n1}; q < {n}; q++) {{"):
+                    w.line("t = p0[q] > t ? p0[q] : t;")
+            w.line("const float m = t > mo ? t : mo;")
+            w.line("float r = 0.0f;")
+            if n1:
+                w.line(f"const {v.reg} mv = {v.set1('m')};")
+                w.line(f"{v.reg} acc0 = {v.zero};")
+                with w.block(f"for (long q = 0; q < {n1}; q += {lanes}) {{"):
+                    w.line(f"acc0 = {v.op('add')}(acc0, {v.exp_neg}({v.op('sub')}("
+                           f"{v.load('p0 + q')}, mv)));")
+                w.line(f"r = {v.hsum}(acc0);")
+            if n > n1:
+                with w.block(f"for (long q = {n1}; q < {n}; q++) {{"):
+                    w.line("r += morello_expf(p0[q] - m);")
+            w.line(f"{den.lval()} = {den.lval()} * morello_expf(mo - m) + r;")
+            w.line(f"{mx.lval()} = m;")
+
+    return emit
+
+
+def _online_cost(v: Width):
+    def cost(s: Spec, t: Target) -> int:
+        n = s.operands[0].volume
+        return (pass_cost(n, t, 2, v.exp_ops + 3, SCALAR_EXP_OPS + 3, v.lanes) + 2 * t.costs.hsum
+                + SCALAR_EXP_OPS * t.costs.scalar_op + io_cost(s, t))
+    return cost
+
+
+def _div_scalar_emit(v: Width):
+    def emit(w, spec, ops, vt) -> None:
+        den, dst = ops
+        with w.block("{"):
+            w.line(f"float *restrict p1 = {dst.ptr(0)};")
+            w.line(f"const float inv = 1.0f / {den.lval()};")
+            if spec.volume >= v.lanes:
+                w.line(f"const {v.reg} iv = {v.set1('inv')};")
+            _stream_emit(w, v, spec.volume, ["p1"], "p1",
+                         lambda x: f"{v.op('mul')}({x[0]}, iv)", lambda x: f"{x[0]} * inv")
+    return emit
+
+
+def rows(v: Width) -> tuple[Kernel, ...]:
+    """The stream kernels in width ``v``, in their fixed order (names end in
+    ``v.suffix``)."""
+    sfx = v.suffix
+    return (
+        # --- Add, Mul, Relu: streams over contiguous L1 tensors of one layout.
+        Kernel(f"VectorAdd{sfx}", PrimKind.ADD, _elementwise_check, _elementwise_cost(v, 3, 1),
+               0, _binary_emit(v, "add", "+"), "out = lhs + rhs over contiguous L1 tensors"),
+        Kernel(f"VectorMul{sfx}", PrimKind.MUL, _elementwise_check, _elementwise_cost(v, 3, 1),
+               0, _binary_emit(v, "mul", "*"), "out = lhs * rhs over contiguous L1 tensors"),
+        Kernel(f"VectorRelu{sfx}", PrimKind.RELU, _elementwise_check,
+               _elementwise_cost(v, 2, 1), 1, _relu_emit(v),
+               "dst = max(src, 0) over contiguous L1 tensors"),
+        # --- Broadcast
+        Kernel(f"BroadcastCopy{sfx}", PrimKind.BROADCAST, _bcast_copy_check,
+               _elementwise_cost(v, 2, 0), 0, _bcast_copy_emit(v),
+               "a broadcast over an extent-1 dim: a contiguous L1 copy"),
+        Kernel(f"BroadcastScalar{sfx}", PrimKind.BROADCAST, _bcast_scalar_check, _splat_cost(v),
+               1, _bcast_scalar_emit(v), "a scalar in L1 stored over a contiguous L1 tensor"),
+        # --- MaxAccum
+        Kernel(f"VectorMaxReduce{sfx}", PrimKind.MAX_ACCUM, _hreduce_check, _hreduce_cost(v), 4,
+               _hreduce_emit(v, "max", v.hmax, _max2),
+               "dst = max(dst, max of a contiguous L1 src): vector maxima, then across lanes"),
+        Kernel(f"VectorMaxAccum{sfx}", PrimKind.MAX_ACCUM, _accum_check,
+               _elementwise_cost(v, 3, 1), 0, _accum_emit(v, "max", _max2),
+               "dst = max(dst, src) elementwise (reduced dim of 1), contiguous L1 tensors"),
+        # --- SumAccum
+        Kernel(f"VectorSumReduce{sfx}", PrimKind.SUM_ACCUM, _hreduce_check, _hreduce_cost(v), 4,
+               _hreduce_emit(v, "add", v.hsum, _sum2),
+               "dst += sum of a contiguous L1 src: vector sums, then across lanes"),
+        Kernel(f"VectorSumAccum{sfx}", PrimKind.SUM_ACCUM, _accum_check,
+               _elementwise_cost(v, 3, 1), 0, _accum_emit(v, "add", _sum2),
+               "dst += src elementwise (reduced dim of 1), contiguous L1 tensors"),
+        # --- Fill: any value (MemsetZero only fills with zero)
+        Kernel(f"L1Fill{sfx}", PrimKind.FILL, _l1_fill_check, _l1_fill_cost(v), 1,
+               _l1_fill_emit(v), "vector stores of a value over a contiguous L1 tensor"),
+        # --- The softmax family
+        Kernel(f"VectorExpSum{sfx}", PrimKind.SOFTMAX_DENOM_ACCUM,
+               lambda s, t: _row_stats_check(s, t, 2), _exp_sum_cost(v), 5, _exp_sum_emit(v),
+               "denom += sum of exp(src - max) over a contiguous L1 row (two vector sums)"),
+        Kernel(f"VectorExpNormalize{sfx}", PrimKind.SOFTMAX_COMPLETE,
+               lambda s, t: _row_stats_check(s, t, 2), _exp_normalize_cost(v), 4,
+               _exp_normalize_emit(v), "dst = exp(src - max) / denom over contiguous L1 rows"),
+        Kernel(f"VectorExp{sfx}", PrimKind.SOFTMAX_EXP, lambda s, t: _row_stats_check(s, t, 1),
+               _exp_row_cost(v), 2, _exp_row_emit(v),
+               "dst = exp(src - max) over contiguous L1 rows"),
+        Kernel(f"VectorOnlineDenomMax{sfx}", PrimKind.SOFTMAX_DENOM_MAX_ACCUM, _online_check,
+               _online_cost(v), 3, _online_emit(v),
+               "online softmax merge of a contiguous L1 row into scalar max and denom"),
+        Kernel(f"VectorExpStoreSum{sfx}", PrimKind.SOFTMAX_UNSCALED, _unscaled_check,
+               _unscaled_cost(v), 3, _unscaled_emit(v, False),
+               "dst = exp(src - max) over a contiguous L1 row, denom = its sum"),
+        Kernel(f"VectorExpStoreSumAccum{sfx}", PrimKind.SOFTMAX_UNSCALED_ACCUM, _unscaled_check,
+               _unscaled_cost(v), 3, _unscaled_emit(v, True),
+               "dst = exp(src - max) over a contiguous L1 row, denom += its sum"),
+        Kernel(f"VectorDivScalar{sfx}", PrimKind.DIV_REDUCED,
+               lambda s, t: scalar_and_row_check(s, 0, 1),
+               lambda s, t: (pass_cost(s.volume, t, 2, 1, lanes=v.lanes) + t.costs.scalar_op
+                             + io_cost(s, t)), 1,
+               _div_scalar_emit(v), "dst *= 1 / denom over a contiguous L1 row"),
+    )
