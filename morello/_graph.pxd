@@ -49,9 +49,11 @@ cdef class SpecGraph:
     cdef vec_t f_nkernels                  # kernels of the kind
     cdef vec_t f_kunit                     # [max_kernels]: Spec dims that must be 1
     cdef vec_t f_kvrf                      # [max_kernels]: 1 if some operand must be VRF
+    cdef vec_t f_klev                      # [max_kernels][max_operands]: level bitmask
     # tensors (operand TensorSpecs, by tensor id)
     cdef vec_t t_par                       # 1 if it may be tiled in parallel
     cdef vec_t t_vrf                       # 1 if it lives in VRF
+    cdef vec_t t_level                     # its level (int(morello.memory.Level))
     cdef vec_t t_stream                    # its stream dim if in GL, else -1
     cdef vec_t t_blocks                    # separate contiguous runs
     cdef vec_t t_dtype                     # dtype code

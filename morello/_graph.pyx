@@ -65,16 +65,16 @@ cdef class SpecGraph:
         self.table_cb = table_cb
 
     def __dealloc__(self):
-        cdef vec_t* vs[30]
+        cdef vec_t* vs[32]
         vs[:] = [&self.records, &self.id_table, &self.f_rank, &self.f_nops, &self.f_native,
                  &self.f_member, &self.f_reads, &self.f_writes, &self.f_out, &self.f_nout,
                  &self.f_outdims, &self.f_row_dim, &self.f_accum, &self.f_fill,
                  &self.f_nsplit, &self.f_split, &self.f_move, &self.f_oprank,
                  &self.f_opdim, &self.f_opsrc, &self.f_opconst, &self.f_nkernels,
-                 &self.f_kunit, &self.f_kvrf, &self.t_par, &self.t_vrf, &self.t_stream,
-                 &self.t_blocks, &self.t_dtype, &self.t_coord]
+                 &self.f_kunit, &self.f_kvrf, &self.f_klev, &self.t_par, &self.t_vrf,
+                 &self.t_level, &self.t_stream, &self.t_blocks, &self.t_dtype, &self.t_coord]
         cdef int k
-        for k in range(30):
+        for k in range(32):
             _vec_free(vs[k])
         _map_free(&self.index)
         _map_free(&self.table_index)
@@ -104,6 +104,8 @@ cdef class SpecGraph:
             for j in range(self.max_kernels):
                 _push(&self.f_kunit, 0)
                 _push(&self.f_kvrf, 0)
+                for k in range(self.max_operands):
+                    _push(&self.f_klev, -1)
             self.n_forms += 1
         return 0
 
@@ -115,7 +117,8 @@ cdef class SpecGraph:
         ``operand_dims``: per operand, per operand dim, ``(spec dim or -1, constant)``;
         ``outdims``: per output dim, its Spec dim or -1; ``splits``: reduction Spec dims;
         ``moves``: per operand, the form of its Move; ``kernels``: per kernel, ``(mask
-        of Spec dims that must be 1, needs VRF)``. Raises ValueError naming the limit a
+        of Spec dims that must be 1, needs VRF[, per operand the bitmask of the levels it
+        may be in (-1: any)])``. Raises ValueError naming the limit a
         form exceeds."""
         cdef int64_t nops = len(operand_dims), op, d, j, base, sd, c
         cdef int64_t MR = self.max_rank, MO = self.max_operands, MK = self.max_kernels
@@ -173,6 +176,10 @@ cdef class SpecGraph:
         for j in range(MK):
             self.f_kunit.data[form * MK + j] = kernels[j][0] if j < len(kernels) else 0
             self.f_kvrf.data[form * MK + j] = kernels[j][1] if j < len(kernels) else 0
+            for op in range(MO):
+                self.f_klev.data[(form * MK + j) * MO + op] = (
+                    kernels[j][2][op] if j < len(kernels) and len(kernels[j]) > 2
+                    and op < len(kernels[j][2]) else -1)
 
     def form_of(self, int64_t i):
         return self.records.data[i * self.width]
@@ -180,12 +187,16 @@ cdef class SpecGraph:
     # ---- tensors --------------------------------------------------------------------
 
     def set_tensor(self, int64_t tid, bint parallel_ok, bint vrf, int64_t stream_dim,
-                   int64_t blocks, int64_t dtype, coords):
-        """Attributes of tensor ``tid`` (ids are dense: 0, 1, ...)."""
+                   int64_t blocks, int64_t dtype, coords, int64_t level=-1):
+        """Attributes of tensor ``tid`` (ids are dense: 0, 1, ...); ``level``: its level's
+        int (-1: unknown, which no kernel's level hint excludes)."""
         cdef int64_t j
+        if not -1 <= level < 63:
+            raise ValueError(f"level {level} out of range")
         while self.t_par.n <= tid:
             _push(&self.t_par, 0)
             _push(&self.t_vrf, 0)
+            _push(&self.t_level, -1)
             _push(&self.t_stream, -1)
             _push(&self.t_blocks, 0)
             _push(&self.t_dtype, -1)
@@ -193,6 +204,7 @@ cdef class SpecGraph:
                 _push(&self.t_coord, 0)
         self.t_par.data[tid] = parallel_ok
         self.t_vrf.data[tid] = vrf
+        self.t_level.data[tid] = level
         self.t_stream.data[tid] = stream_dim
         self.t_blocks.data[tid] = blocks
         self.t_dtype.data[tid] = dtype

@@ -223,7 +223,7 @@ class Engine:
                    else self.form_of(PrimKind.MOVE, (), len(d)) for d in omap],
             operand_dims=[[(sdims[0] if sdims else -1, c) for sdims, c in dims]
                           for dims in omap],
-            kernels=[(k.unit_mask(rank), int(k.needs_vrf))
+            kernels=[(k.unit_mask(rank), int(k.needs_vrf), k.level_masks(len(omap)))
                      for k in self.kernels.for_kind(kind)])
         return f
 
@@ -234,7 +234,8 @@ class Engine:
             self.tensors.append(t)
             self.graph.set_tensor(i, t.level.can_parallel_tile, t.level is Level.VRF,
                                   t.stream_dim if t.level is Level.GL else -1, t.blocks,
-                                  t.dtype.code, operand_coords(t, self.target))
+                                  t.dtype.code, operand_coords(t, self.target),
+                                  int(t.level))
         return i
 
     def id_of(self, spec: Spec) -> int:

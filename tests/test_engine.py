@@ -179,3 +179,26 @@ def test_cython_engine_equals_pure_python_dp(shape):
     sol, _ = Engine(AVX2).solve(spec)
     assert (sol.cost.main, sol.cost.peaks, sol.cost.depth, sol.action) == (
         main, peaks, depth, action)
+
+
+def test_kernel_level_hints_are_necessary_conditions():
+    """Every kernel's ``levels`` (which the core tests before asking Python) holds on
+    every Spec its check accepts, over the Specs searches of several kinds reach, on
+    both targets: the hint never hides a kernel that would apply."""
+    from morello.memory import AVX512, parse_target
+
+    for target in ("avx2", "avx512"):
+        tgt = parse_target(target)
+        eng = Engine(tgt)
+        for spec in (morello.matmul(8, 16, 24), morello.softmax(3, 40),
+                     morello.reduce_sum(4, 24, dim=1), morello.add(4, 40),
+                     morello.matmul(1, 32, 8, dtypes=("f32", "bf16", "f32"))):
+            eng.solve(spec.canonical())
+        checked = 0
+        for spec in eng.specs:
+            for k in eng.kernels.for_kind(spec.kind):
+                if k.check(spec, tgt) is None:
+                    assert k._level_reason(spec) is None, (k.name, str(spec))
+                    checked += 1
+        assert checked > 50, checked
+        assert tgt is not AVX512 or any(k.name.endswith("16") for k in eng.kernels.kernels)

@@ -30,6 +30,12 @@ from morello.tensorspec import TensorSpec
 
 Reason = str | None
 
+RL = (Level.RF, Level.L1)     # a scalar's levels (``levels`` of a kernel row)
+L1 = (Level.L1,)
+VRF = (Level.VRF,)
+MEM = (Level.GL, Level.L2, Level.L1)   # not in registers
+NOT_RF = (Level.VRF, Level.L1, Level.L2, Level.GL)
+
 
 # --- Checks and costs that kernels of every table share -------------------------------
 
@@ -94,7 +100,11 @@ class Kernel:
       from the kind's (``KindInfo.reference``), e.g. a saturating integer kernel;
     - hints the search core checks before asking ``check`` (necessary conditions only):
       ``unit_dims`` Spec dims that must be 1, ``scalar`` every Spec dim is 1, and
-      ``needs_vrf`` some operand is in VRF.
+      ``needs_vrf`` some operand is in VRF;
+    - ``levels``: per operand, the levels it may be in (None: any; ``()``: no rule). A
+      part of the kernel's applicability (``applies_to`` and ``why_not`` test it before
+      ``check``), so the core may test it too without asking Python: most Specs the
+      search reaches have an operand in main memory or L2, where no kernel applies.
     """
 
     name: str
@@ -107,15 +117,33 @@ class Kernel:
     unit_dims: tuple[int, ...] = ()
     scalar: bool = False
     needs_vrf: bool = False
+    levels: tuple[tuple[Level, ...] | None, ...] = ()
     reference: Callable | None = field(default=None, compare=False)
 
     def applies_to(self, spec, target) -> bool:
-        return spec.kind is self.kind and self.check(spec, target) is None
+        return (spec.kind is self.kind and self._level_reason(spec) is None
+                and self.check(spec, target) is None)
 
     def why_not(self, spec, target) -> Reason:
         if spec.kind is not self.kind:
             return f"{self.name} implements {self.kind.title}, not {spec.kind.title}"
-        return self.check(spec, target)
+        return self._level_reason(spec) or self.check(spec, target)
+
+    def _level_reason(self, spec) -> Reason:
+        for i, (allowed, t) in enumerate(zip(self.levels, spec.operands)):
+            if allowed is not None and t.level not in allowed:
+                names = "/".join(str(lvl) for lvl in allowed)
+                return f"{spec.info.operands[i]} must be in {names}"
+        return None
+
+    def level_masks(self, nops: int) -> list[int]:
+        """``levels`` as one bitmask (bit ``int(level)``) per operand, -1 for any (the
+        core's hint)."""
+        out = [-1] * nops
+        for i, allowed in enumerate(self.levels[:nops]):
+            if allowed is not None:
+                out[i] = sum(1 << int(lvl) for lvl in set(allowed))
+        return out
 
     def unit_mask(self, rank: int) -> int:
         """Bitmask of the Spec dims that must be 1 (the core's hint)."""
