@@ -1,6 +1,6 @@
 """Print the figures the closing notes quote, from one run on this machine.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/report.py [MxKxN ...]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/report.py [MxKxN ...] [--target avx2|avx512]
 
 For each f32 matmul shape: cold synthesis (empty database, a fresh process), warm synthesis
 (same database, a second process), Specs solved and per second, peak RSS, database bytes,
@@ -9,6 +9,7 @@ repeats) next to numpy's (one thread) measured in the same process.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -21,8 +22,8 @@ SHAPES = [(8, 8, 8), (64, 64, 64), (256, 256, 256), (1024, 1024, 1024), (7, 13, 
 CHILD = r"""
 import json, resource, sys, time
 import morello
-m, k, n, db, bench = sys.argv[1:6]
-prog = morello.synthesize(morello.matmul(int(m), int(k), int(n)), db=db)
+m, k, n, db, bench, target = sys.argv[1:7]
+prog = morello.synthesize(morello.matmul(int(m), int(k), int(n)), target, db=db)
 out = {"synthesis_seconds": prog.synthesis_seconds, "specs_solved": prog.stats.specs_solved,
        "cost": prog.cost}
 if bench == "1":
@@ -40,9 +41,9 @@ print(json.dumps(out))
 """
 
 
-def run(m, k, n, db, bench):
+def run(m, k, n, db, bench, target):
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", CHILD, str(m), str(k), str(n), db, bench],
+    p = subprocess.run([sys.executable, "-c", CHILD, str(m), str(k), str(n), db, bench, target],
                        capture_output=True, text=True, cwd=tempfile.gettempdir())
     if p.returncode:
         raise SystemExit(p.stderr)
@@ -54,8 +55,17 @@ def run(m, k, n, db, bench):
 def main() -> None:
     from morello.db import stats
 
-    shapes = [tuple(int(x) for x in a.split("x")) for a in sys.argv[1:]] or SHAPES
-    if any(len(s) != 3 for s in shapes):
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("shapes", nargs="*", metavar="MxKxN",
+                    help="matmul shapes (default: 8^3, 64^3, 256^3, 1024^3, 7x13x97)")
+    ap.add_argument("--target", default="avx2", help="avx2 (default) or avx512")
+    args = ap.parse_args()
+    try:
+        shapes = [tuple(int(x) for x in a.split("x")) for a in args.shapes] or SHAPES
+    except ValueError:
+        raise SystemExit("shapes are MxKxN, e.g. 64x64x64") from None
+    if any(len(s) != 3 or min(s) < 1 for s in shapes):
         raise SystemExit("shapes are MxKxN, e.g. 64x64x64")
     print("| shape | cold s | cold process s (incl. start, DB write) | Specs solved | Specs/s | "
           "peak RSS MiB | warm s | DB bytes | boxes | Specs covered | GFLOP/s | "
@@ -64,8 +74,8 @@ def main() -> None:
     for m, k, n in shapes:
         with tempfile.TemporaryDirectory() as d:
             db = os.path.join(d, "bench.db")
-            cold = run(m, k, n, db, "0")
-            warm = run(m, k, n, db, "1")
+            cold = run(m, k, n, db, "0", args.target)
+            warm = run(m, k, n, db, "1", args.target)
             st = stats(db)
         rate = cold["specs_solved"] / max(cold["synthesis_seconds"], 1e-9)
         g = warm.get("gflops")

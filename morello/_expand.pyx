@@ -299,6 +299,7 @@ cdef class Expander:
         cdef int64_t nk = g.f_nkernels.data[form], base = form * g.max_kernels, lev, tid
         cdef bint ok
         cdef int64_t none[1]
+        passed = []  # the kernels whose hints hold: the only ones Python checks
         for k in range(nk):
             mask = g.f_kunit.data[base + k]
             ok = True
@@ -317,10 +318,11 @@ cdef class Expander:
                     if g.t_vrf.data[rec[1 + MR + op]]:
                         ok = True
             if ok:
-                flat = self.native.select(i)
-                for k in range(0, len(flat), 3):
-                    push_row(rows, idx + flat[k], flat[k + 1], 1, flat[k + 2], 0, none, none)
-                break
+                passed.append(k)
+        if passed:
+            flat = self.native.select(i, passed)
+            for k in range(0, len(flat), 3):
+                push_row(rows, idx + flat[k], flat[k + 1], 1, flat[k + 2], 0, none, none)
         return idx + nk
 
     cdef int64_t _accum_rows(self, rows_t* rows, const int64_t* rec, int64_t idx) except -1:

@@ -280,10 +280,15 @@ class Engine:
                          move_cost(t, self.target) + move_cost(new, self.target), int(view)))
         return [len(acts)] + flat
 
-    def select(self, i: int) -> list[int]:
+    def select(self, i: int, positions: list[int] | None = None) -> list[int]:
+        """``(position, cost, vrf_regs)`` of each kernel that applies to logical Spec
+        ``i``, flat; ``positions``: only those of the kind's kernels (the ones whose
+        hints held in the core)."""
         spec = self.spec_of(i)
         flat: list[int] = []
-        for pos, k in enumerate(self.kernels.for_kind(spec.kind)):
+        table = self.kernels.for_kind(spec.kind)
+        for pos in range(len(table)) if positions is None else positions:
+            k = table[pos]
             if k.applies_to(spec, self.target):
                 flat.extend((pos, k.cost(spec, self.target), k.vrf_regs))
         self._tick()

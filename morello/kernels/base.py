@@ -121,8 +121,12 @@ class Kernel:
     reference: Callable | None = field(default=None, compare=False)
 
     def applies_to(self, spec, target) -> bool:
-        return (spec.kind is self.kind and self._level_reason(spec) is None
-                and self.check(spec, target) is None)
+        if spec.kind is not self.kind:
+            return False
+        for allowed, t in zip(self.levels, spec.operands):
+            if allowed is not None and t.level not in allowed:
+                return False
+        return self.check(spec, target) is None
 
     def why_not(self, spec, target) -> Reason:
         if spec.kind is not self.kind:
