@@ -296,7 +296,7 @@ cdef class Expander:
         necessary conditions hold (unit dims, a VRF operand, its operands' levels)."""
         cdef SpecGraph g = self.g
         cdef int64_t MR = g.max_rank, MO = g.max_operands, form = rec[0], k, d, op, mask
-        cdef int64_t nk = g.f_nkernels.data[form], base = form * g.max_kernels, lev, tid
+        cdef int64_t nk = g.f_nkernels.data[form], base = form * g.max_kernels, lev
         cdef bint ok
         cdef int64_t none[1]
         passed = []  # the kernels whose hints hold: the only ones Python checks

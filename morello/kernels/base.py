@@ -1,4 +1,5 @@
-"""What a kernel table is made of: kernel rows and the target's vector types.
+"""What a kernel table is made of: kernel rows and the target's vector types, and the
+checks and costs that kernels of every table share.
 
 A kernel is one table entry (``Kernel``): when it applies (``check`` returns a reason or
 None), its cost under the affine model, the vector registers it needs beyond its
@@ -123,7 +124,7 @@ class Kernel:
     def applies_to(self, spec, target) -> bool:
         if spec.kind is not self.kind:
             return False
-        for allowed, t in zip(self.levels, spec.operands):
+        for allowed, t in zip(self.levels, spec.operands):  # _level_reason, without words
             if allowed is not None and t.level not in allowed:
                 return False
         return self.check(spec, target) is None
