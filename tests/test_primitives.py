@@ -202,3 +202,31 @@ def test_kernel_computes_its_semantics(name):
     expected = kernel.semantics()(params, ins, init.copy())
     got = fn(*ins, out=init.copy())
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.isa("avx512")
+@pytest.mark.parametrize("name", list(KERNEL_SPECS))
+@pytest.mark.parametrize("size", [107, 16])
+def test_16_lane_kernel_computes_its_semantics(name, size):
+    """Each 16-lane row of the AVX-512 table (``VectorAdd16``...), selected by hand on its
+    own Spec: 107 elements run its loop, single vectors and a scalar tail; 16, one vector."""
+    from morello import schedule
+    from morello.kernels.avx512 import TABLE as TABLE512
+    from morello.memory import AVX512
+
+    kind, shape, params = KERNEL_SPECS[name]
+    shape = tuple(size if d == 107 else d for d in shape)
+    kernel = TABLE512.by_name[name + "16"]
+    spec = _l1_spec(kind, shape, params)
+    assert kernel.why_not(spec, AVX512) is None
+    prog = schedule(spec, [Select(kernel.name)], "avx512")
+    assert [str(n.action) for n in prog.impl.walk()] == [kernel.name]
+    assert "__m512" in prog.c_source
+    fn = prog.compile()
+    rng = np.random.default_rng(7)
+    ops = spec.operands
+    ins = [rng.uniform(-1, 1, o.shape).astype(np.float32) for o in ops[:-1]]
+    init = rng.uniform(-1, 1, ops[-1].shape).astype(np.float32)
+    expected = kernel.semantics()(params, ins, init.copy())
+    got = fn(*ins, out=init.copy())
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
