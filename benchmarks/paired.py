@@ -10,7 +10,12 @@ inside C, through a function pointer, so no Python call overhead), back to back 
 inputs; the report gives both medians and the median of the per-round ratios. Every
 morello kernel is verified against numpy first, and the sgemm result is checked too.
 ``--threads N`` searches morello's program for N threads (OpenMP) and sets OpenBLAS to N
-threads too (``openblas_set_num_threads``).
+threads too (``openblas_set_num_threads``). With more than one thread each timing is
+preceded by a pause of ``PAUSE`` seconds: the library timed before leaves its worker
+threads spinning for a while after its call (OpenBLAS's default timeout is 2^28 cycles,
+about 0.1 s), and they took the second core from whichever ran next (morello's 1024^3 on
+two threads measured half its speed back to back with OpenBLAS, and 2.0x its one-thread
+speed when timed alternately with that alone).
 """
 from __future__ import annotations
 
@@ -20,11 +25,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 
 import morello
+
+PAUSE = 0.3  # seconds before each timing when threads > 1 (see above)
 
 SHIM = r"""
 #include <time.h>
@@ -125,8 +133,11 @@ def main() -> None:
             once = max(fn.time(lhs, rhs, iters=1), blas(1))
             iters = max(1, int(0.02 / max(once, 1e-9)))
             ours, theirs = [], []
+            pause = PAUSE if args.threads > 1 else 0.0
             for _ in range(args.rounds):
+                time.sleep(pause)
                 ours.append(fn.time(lhs, rhs, iters=iters))
+                time.sleep(pause)
                 theirs.append(blas(iters))
             fl = 2 * b * m * k * n
             ratios = [t / o for o, t in zip(ours, theirs)]
