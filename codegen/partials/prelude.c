@@ -88,21 +88,26 @@ static inline int32_t morello_sat16(int32_t v) {
  * builds 2^n in two halves so that subnormal and top results are right. exp(x) is inf
  * above 88.72284 (+inf included), 0 below -103.97 (-inf included); NaN propagates. Max relative error against exp in double
  * precision over every normal result: see morello/kernels/avx2.py (EXP_OPS). */
-static inline __m256 morello_exp8_poly(__m256 x, __m256 *n) {
-    const __m256 magic = _mm256_set1_ps(12582912.0f);
-    __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504089f), magic);
-    *n = t;
-    __m256 nf = _mm256_sub_ps(t, magic);
-    __m256 r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(0.693145751953125f), x);
-    r = _mm256_fnmadd_ps(nf, _mm256_set1_ps(1.428606765330187e-06f), r);
-    __m256 p = _mm256_set1_ps(0.0013814610f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.0083687101f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.041668389f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.16666521f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.49999994f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    return _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-}
+#define MORELLO_EXP_POLY(name, V, P)                                                       \
+    static inline V name(V x, V *n) {                                                      \
+        const V magic = P##_set1_ps(12582912.0f);                                          \
+        V t = P##_fmadd_ps(x, P##_set1_ps(1.44269504089f), magic);                         \
+        *n = t;                                                                            \
+        V nf = P##_sub_ps(t, magic);                                                       \
+        V r = P##_fnmadd_ps(nf, P##_set1_ps(0.693145751953125f), x);                       \
+        r = P##_fnmadd_ps(nf, P##_set1_ps(1.428606765330187e-06f), r);                     \
+        V p = P##_set1_ps(0.0013814610f);                                                  \
+        p = P##_fmadd_ps(p, r, P##_set1_ps(0.0083687101f));                                \
+        p = P##_fmadd_ps(p, r, P##_set1_ps(0.041668389f));                                 \
+        p = P##_fmadd_ps(p, r, P##_set1_ps(0.16666521f));                                  \
+        p = P##_fmadd_ps(p, r, P##_set1_ps(0.49999994f));                                  \
+        p = P##_fmadd_ps(p, r, P##_set1_ps(1.0f));                                         \
+        return P##_fmadd_ps(p, r, P##_set1_ps(1.0f));                                      \
+    }
+MORELLO_EXP_POLY(morello_exp8_poly, __m256, _mm256)
+#ifdef __AVX512F__
+MORELLO_EXP_POLY(morello_exp16_poly, __m512, _mm512)
+#endif
 
 /* n's integer in the low bits of t = x*log2(e) + 1.5*2^23: bits(t) - bits(1.5*2^23). */
 #define MORELLO_EXP_N(t) _mm256_sub_epi32(_mm256_castps_si256(t), \
@@ -150,21 +155,10 @@ static inline __m256 morello_exp8_neg(__m256 x) {
 }
 
 #ifdef __AVX512F__
-/* morello_exp8_neg in 16 lanes: the same steps and constants, so the same results. */
+/* morello_exp8_neg in 16 lanes: the same polynomial and steps, so the same results. */
 static inline __m512 morello_exp16_neg(__m512 x) {
     x = _mm512_max_ps(_mm512_set1_ps(-88.0f), x);
-    const __m512 magic = _mm512_set1_ps(12582912.0f);
-    __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504089f), magic);
-    __m512 nf = _mm512_sub_ps(t, magic);
-    __m512 r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(nf, _mm512_set1_ps(1.428606765330187e-06f), r);
-    __m512 p = _mm512_set1_ps(0.0013814610f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.0083687101f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.041668389f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.16666521f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.49999994f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    __m512 t, p = morello_exp16_poly(x, &t);
     __m512i e = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_castps_si512(t),
                                                    _mm512_set1_epi32(0x4B400000 - 127)), 23);
     return _mm512_mul_ps(p, _mm512_castsi512_ps(e));

@@ -63,13 +63,9 @@ class Width:
     def exp_neg(self) -> str:
         return f"morello_exp{self.lanes}_neg"
 
-    @property
-    def hsum(self) -> str:
-        return f"morello_hsum{self.lanes}"
-
-    @property
-    def hmax(self) -> str:
-        return f"morello_hmax{self.lanes}"
+    def hreduce(self, op: str) -> str:
+        """The prelude's horizontal ``op`` ("sum", "max") of one vector."""
+        return f"morello_h{op}{self.lanes}"
 
 
 # Vector ops of one exp, priced as FMAs: the clamp and range test, the reduction (3), the
@@ -253,11 +249,11 @@ def _hreduce_cost(v: Width):
     return cost
 
 
-def _hreduce_emit(v: Width, op: str, hfn: str, sfold):
+def _hreduce_emit(v: Width, op: str, reduce: str, sfold):
     """Horizontal reduction of a contiguous src into a scalar dst: up to four vector
     accumulators (initialized from src's first vectors), combined, reduced across lanes,
     then the scalar tail, then folded into dst. ``sfold(a, b)`` is the scalar op."""
-    vfn, lanes = v.op(op), v.lanes
+    vfn, hfn, lanes = v.op(op), v.hreduce(reduce), v.lanes
 
     def emit(w, spec, ops, vt) -> None:
         src, dst = ops
@@ -405,7 +401,7 @@ def _exp_sum_loop(w, v: Width, src, mx, n: int, store: str | None, fold: str,
             step("acc1", lanes)
         if n1 > n2:
             step("acc0", n2)
-        w.line(f"r = {v.hsum}({v.op('add')}(acc0, acc1));")
+        w.line(f"r = {v.hreduce('sum')}({v.op('add')}(acc0, acc1));")
     if n > n1:
         with w.block(f"for (long q = {n1}; q < {n}; q++) {{"):
             w.line("const float e = morello_expf(p0[q] - m);")
@@ -526,7 +522,7 @@ def _online_emit(v: Width):
                 if n1 > lanes:
                     with w.block(f"for (long q = {lanes}; q < {n1}; q += {lanes}) {{"):
                         w.line(f"a0 = {v.op('max')}(a0, {v.load('p0 + q')});")
-                w.line(f"t = {v.hmax}(a0);")
+                w.line(f"t = {v.hreduce('max')}(a0);")
             if n > n1:
                 with w.block(f"for (long q = {n1}; q < {n}; q++) {{"):
                     w.line("t = p0[q] > t ? p0[q] : t;")
@@ -538,7 +534,7 @@ def _online_emit(v: Width):
                 with w.block(f"for (long q = 0; q < {n1}; q += {lanes}) {{"):
                     w.line(f"acc0 = {v.op('add')}(acc0, {v.exp_neg}({v.op('sub')}("
                            f"{v.load('p0 + q')}, mv)));")
-                w.line(f"r = {v.hsum}(acc0);")
+                w.line(f"r = {v.hreduce('sum')}(acc0);")
             if n > n1:
                 with w.block(f"for (long q = {n1}; q < {n}; q++) {{"):
                     w.line("r += morello_expf(p0[q] - m);")
@@ -593,7 +589,7 @@ def rows(v: Width) -> tuple[Kernel, ...]:
                levels=(L1, L1)),
         # --- MaxAccum
         Kernel(f"VectorMaxReduce{sfx}", PrimKind.MAX_ACCUM, _hreduce_check, _hreduce_cost(v), 4,
-               _hreduce_emit(v, "max", v.hmax, _max2),
+               _hreduce_emit(v, "max", "max", _max2),
                "dst = max(dst, max of a contiguous L1 src): vector maxima, then across lanes",
                levels=(L1, RL)),
         Kernel(f"VectorMaxAccum{sfx}", PrimKind.MAX_ACCUM, _accum_check,
@@ -602,7 +598,7 @@ def rows(v: Width) -> tuple[Kernel, ...]:
                levels=(L1, L1)),
         # --- SumAccum
         Kernel(f"VectorSumReduce{sfx}", PrimKind.SUM_ACCUM, _hreduce_check, _hreduce_cost(v), 4,
-               _hreduce_emit(v, "add", v.hsum, _sum2),
+               _hreduce_emit(v, "add", "sum", _sum2),
                "dst += sum of a contiguous L1 src: vector sums, then across lanes",
                levels=(L1, RL)),
         Kernel(f"VectorSumAccum{sfx}", PrimKind.SUM_ACCUM, _accum_check,
