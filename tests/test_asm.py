@@ -55,6 +55,20 @@ def test_bf16_dot_loop_widens_by_shift_and_mask_without_spills():
 
 @pytest.mark.isa("avx2")
 @pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump not installed")
+def test_exact_int_loop_is_madd_add_in_registers():
+    """The exact u8 x s8 register tile: vpmaddwd + vpaddd per 8 outputs, nothing spilled
+    (a 6 x 16 tile, 16 registers with the product's temporary, spilled half of its
+    accumulators every step and ran at 0.95 of f32 at 256^3)."""
+    prog = morello.synthesize(morello.matmul(64, 64, 64, dtypes="u8,s8,s32"), db=False)
+    loop = _inner_loop(prog, r"vpmaddwd")
+    n = len(re.findall(r"vpmaddwd", loop))
+    assert n >= 8, loop
+    assert len(re.findall(r"vpaddd", loop)) >= n
+    assert not [line for line in loop.splitlines() if "%ymm" in line and "(%rsp)" in line]
+
+
+@pytest.mark.isa("avx2")
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump not installed")
 def test_saturating_int_loop_is_maddubs_madd_add_in_registers():
     prog = morello.synthesize(morello.matmul(64, 64, 64, dtypes="u8,s8,s32", saturate=True),
                               db=False)

@@ -87,6 +87,25 @@ def test_widening_copy_kernel():
 
 
 @pytest.mark.isa("avx2")
+@pytest.mark.parametrize("src, dst", [("u8", "s16"), ("s8", "s16"), ("u8", "s32"),
+                                      ("s8", "s32"), ("s16", "s32")])
+def test_integer_widening_copy_kernel(src, dst):
+    """Vector steps and a scalar tail (100 = 6 x 16 + 4), the extremes included."""
+    sd, dd = parse_dtype(src), parse_dtype(dst)
+    ops = tuple(fresh((1, 100), d, Level.L1, layouts.row_major(2)) for d in (sd, dd))
+    prog = morello.synthesize(Spec(PrimKind.MOVE, (1, 100), ops, True, AVX2.max_limits()),
+                              db=False)
+    assert "WidenCopyInt" in _kernels(prog), prog.impl.pformat()
+    info = np.iinfo(sd.np)
+    x = np.random.default_rng(3).integers(info.min, info.max, (1, 100), endpoint=True)
+    x[0, :2], x[0, -2:] = (info.min, info.max), (info.max, info.min)
+    x = x.astype(sd.np)
+    got = prog.compile()(x)
+    assert got.dtype == dd.np
+    np.testing.assert_array_equal(got, x.astype(dd.np))
+
+
+@pytest.mark.isa("avx2")
 @pytest.mark.parametrize("m, k, n, dtypes", [
     (16, 16, 16, "u8,s8,s32"),
     (5, 6, 24, "s8,s8,s32"),

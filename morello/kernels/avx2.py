@@ -306,7 +306,9 @@ def _madd_check(spec: Spec, target: Target) -> Reason:
         return "lhs rows must be contiguous"
     if rhs.level is not Level.L1 or rhs.dtype is not Dtype.S16 or not _pairs_along_k(rhs):
         return "rhs must be s16 in L1, its two rows interleaved"
-    return _s32_tile(out, m, n, 1, target)
+    # Beyond accumulators and rhs vectors: the broadcast pair, the product's temporary
+    # and one to spare (a 6 x 16 tile at 16 registers spilled: tests/test_asm.py).
+    return _s32_tile(out, m, n, 3, target)
 
 
 def _s32_tile(out: TensorSpec, m: int, n: int, extra: int, target: Target) -> Reason:
@@ -608,6 +610,49 @@ def _widen_copy_emit(w, spec, ops, vt) -> None:
                 w.line("d[i] = morello_bf16_f32(s[i]);")
 
 
+# Integer widenings by vector: (source, destination) -> (elements per step, intrinsic).
+_INT_WIDEN = {
+    (Dtype.U8, Dtype.S16): (16, "_mm256_cvtepu8_epi16"),
+    (Dtype.S8, Dtype.S16): (16, "_mm256_cvtepi8_epi16"),
+    (Dtype.U8, Dtype.S32): (8, "_mm256_cvtepu8_epi32"),
+    (Dtype.S8, Dtype.S32): (8, "_mm256_cvtepi8_epi32"),
+    (Dtype.S16, Dtype.S32): (8, "_mm256_cvtepi16_epi32"),
+}
+
+
+def _int_widen_check(spec: Spec, target: Target) -> Reason:
+    src, dst = spec.operands
+    if (src.dtype, dst.dtype) not in _INT_WIDEN:
+        return "widens u8/s8 to s16/s32, or s16 to s32"
+    if src.level is not Level.L1 or dst.level is not Level.L1:
+        return "both operands must be in L1"
+    if not (src.contiguous and dst.contiguous) or src.layout != dst.layout:
+        return "operands must be contiguous, of one layout"
+    return None
+
+
+def _int_widen_emit(w, spec, ops, vt) -> None:
+    src, dst = ops
+    n = spec.volume
+    step, cvt = _INT_WIDEN[src.spec.dtype, dst.spec.dtype]
+    load = "_mm_loadu_si128" if step * src.spec.dtype.size == 16 else "_mm_loadl_epi64"
+    with w.block("{"):
+        w.line(f"const {src.spec.dtype.c_type} *restrict s = {src.ptr(0)};")
+        w.line(f"{dst.spec.dtype.c_type} *restrict d = {dst.ptr(0)};")
+        if n >= step:
+            with w.block(f"for (long i = 0; i < {n - n % step}; i += {step}) {{"):
+                w.line(f"_mm256_storeu_si256((__m256i *)(d + i), "
+                       f"{cvt}({load}((const __m128i *)(s + i))));")
+        if n % step:
+            with w.block(f"for (long i = {n - n % step}; i < {n}; i++) {{"):
+                w.line(f"d[i] = ({dst.spec.dtype.c_type})s[i];")
+
+
+def _int_widen_cost(s: Spec, t: Target) -> int:
+    step = _INT_WIDEN[s.operands[0].dtype, s.operands[1].dtype][0]
+    return stream.pass_cost(s.volume, t, 2, 1, lanes=step) + io_cost(s, t)
+
+
 def _pair_pack_check(spec: Spec, target: Target) -> Reason:
     src, dst = spec.operands
     if len(spec.shape) != 3 or spec.shape[0] != 1 or spec.shape[1] != 2 \
@@ -740,6 +785,9 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("WidenCopyBf16", PrimKind.MOVE, _widen_copy_check,
            lambda s, t: stream.pass_cost(s.volume, t, 3, 0) + io_cost(s, t), 0, _widen_copy_emit,
            "bf16 widened into an f32 buffer, both contiguous in L1", levels=(L1, L1)),
+    Kernel("WidenCopyInt", PrimKind.MOVE, _int_widen_check, _int_widen_cost, 0,
+           _int_widen_emit, "u8/s8 widened into an s16 or s32 buffer (s16 into s32), both "
+           "contiguous in L1 (vpmovzx/vpmovsx)", levels=(L1, L1)),
     Kernel("QuadPack", PrimKind.MOVE, _quad_pack_check,
            lambda s, t: 6 * t.costs.vector_move * (s.shape[2] // 8) + io_cost(s, t), 0,
            _quad_pack_emit, "four rows of bytes interleaved by column (vpmaddubsw's order)",
