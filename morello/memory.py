@@ -92,6 +92,7 @@ class Target:
     processors: int
     cflags: tuple[str, ...]
     isa: str = "avx2"              # the kernel table and vector types (``morello.kernels``)
+    byte_dots: bool = False        # u8 x s8 four at a time into s32, exactly (VNNI)
 
     @property
     def db_key(self) -> str:
@@ -133,7 +134,8 @@ AVX2 = Target(
     cflags=("-mavx2", "-mfma"),
 )
 
-# AVX-512 (F): the same caches and costs per vector op, 32 vector registers of up to 64
+# AVX-512 (F, BW, VL and VNNI: Ice Lake, Sapphire Rapids, Zen 4 and later; not
+# Skylake-SP): the same caches and costs per vector op, 32 vector registers of up to 64
 # bytes (``morello.kernels.avx512``). Emitted anywhere; run only where the host has it.
 AVX512 = Target(
     name="avx512",
@@ -149,14 +151,16 @@ AVX512 = Target(
     pack_sizes=(16, 32, 64),
     prefetch_streams=8,
     processors=1,
-    cflags=("-mavx2", "-mfma", "-mavx512f"),
+    cflags=("-mavx2", "-mfma", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni"),
     isa="avx512",
+    byte_dots=True,
 )
 
 TARGETS = {AVX2.name: AVX2, AVX512.name: AVX512}
 
 # The /proc/cpuinfo flags a target's code needs.
-_HOST_FLAGS = {"avx2": ("avx2", "fma"), "avx512": ("avx2", "fma", "avx512f")}
+HOST_FLAGS = {"avx2": ("avx2", "fma"),
+               "avx512": ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni")}
 
 
 def host_lacks(target: Target, flags: list[str] | None = None) -> str | None:
@@ -172,7 +176,7 @@ def host_lacks(target: Target, flags: list[str] | None = None) -> str | None:
             return None
     if flags is None:
         return None
-    missing = [x for x in _HOST_FLAGS.get(target.isa, ()) if x not in flags]
+    missing = [x for x in HOST_FLAGS.get(target.isa, ()) if x not in flags]
     if not missing:
         return None
     return (f"this CPU cannot run {target.isa} code (no {', '.join(missing)} in "

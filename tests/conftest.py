@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from morello.memory import HOST_FLAGS
+
 settings.register_profile(
     "dev",
     max_examples=20,
@@ -40,7 +42,7 @@ settings.load_profile(
 os.environ["MORELLO_CALIBRATION"] = "builtin"
 
 # The flags each ISA needs; an unlisted name is looked up as a flag itself.
-_ISA_FLAGS = {"avx2": ("avx2", "fma"), "avx512": ("avx2", "fma", "avx512f")}
+_ISA_FLAGS = HOST_FLAGS  # what each target's code needs (one table, morello.memory)
 
 
 @functools.cache

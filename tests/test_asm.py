@@ -39,6 +39,26 @@ def _inner_loop(prog, op: str) -> str:
     return max(blocks, key=lambda b: len(re.findall(op, b)))
 
 
+def _loop_body(prog, op: str) -> str:
+    """The instructions of the kernel's innermost loop (from a backward jump's target to
+    the jump) with the most ``op`` instructions (``_inner_loop``'s blocks between jumps
+    also take in what precedes a loop, such as its accumulators' set-up)."""
+    fn = prog.compile()
+    asm = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(fn.path)],
+                         capture_output=True, text=True, check=True).stdout
+    lines = asm.split("<kernel>:")[1].split("\n\n")[0].splitlines()
+    addr = [int(m.group(1), 16) if (m := re.match(r"\s*([0-9a-f]+):", ln)) else -1
+            for ln in lines]
+    loops = []
+    for i, ln in enumerate(lines):
+        if (m := re.search(r"\sj\w+\s+([0-9a-f]+) <", ln)) and int(m.group(1), 16) < addr[i]:
+            loops.append((addr.index(int(m.group(1), 16)), i))
+    # Innermost loops only (no other loop inside), then the one with the most ``op``s.
+    inner = [(a, b) for a, b in loops if not any(a <= c and d < b for c, d in loops)]
+    return max(("\n".join(lines[a:b + 1]) for a, b in inner),
+               key=lambda body: len(re.findall(op, body)))
+
+
 @pytest.mark.isa("avx2")
 @pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump not installed")
 def test_bf16_dot_loop_widens_by_shift_and_mask_without_spills():
@@ -79,6 +99,20 @@ def test_saturating_int_loop_is_maddubs_madd_add_in_registers():
     # No accumulator is reloaded from the stack. (gcc 12 keeps one of the 8 stored there
     # every iteration, a store no load waits for, whatever the C's form.)
     assert not [line for line in loop.splitlines() if re.search(r"\(%rsp\),%ymm", line)]
+
+
+@pytest.mark.isa("avx512")
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump not installed")
+def test_vnni_loop_is_dpbusd_in_registers_without_copies():
+    """AVX-512's exact byte tile: one vpdpbusd per 8 outputs and 4 of k, its accumulators
+    left in place (the intrinsic, under gcc 12, copied each one out and back per use)."""
+    prog = morello.synthesize(morello.matmul(64, 64, 64, dtypes="u8,s8,s32",
+                                             target="avx512"), target="avx512", db=False)
+    loop = _loop_body(prog, r"vpdpbusd")
+    n = len(re.findall(r"vpdpbusd", loop))
+    assert n >= 8, loop
+    assert len(re.findall(r"vmovdq\w*\s+%ymm\d+,%ymm\d+", loop)) <= 2, loop
+    assert "(%rsp)" not in loop
 
 
 @pytest.mark.isa("avx512")

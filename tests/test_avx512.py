@@ -2,6 +2,7 @@
 AVX-512; refused with one line where it does not."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import morello
@@ -14,7 +15,30 @@ def test_a_host_without_avx512_is_told_so():
     assert host_lacks(AVX2, flags) is None
     reason = host_lacks(AVX512, flags)
     assert reason is not None and "avx512f" in reason and "\n" not in reason
-    assert host_lacks(AVX512, flags + ["avx512f"]) is None
+    # Skylake-SP has AVX-512 F, BW and VL but not VNNI (DpbusdLoop's vpdpbusd).
+    skx = flags + ["avx512f", "avx512bw", "avx512vl"]
+    assert "avx512_vnni" in (host_lacks(AVX512, skx) or "")
+    assert host_lacks(AVX512, skx + ["avx512_vnni"]) is None
+
+
+@pytest.mark.isa("avx512")
+@pytest.mark.parametrize("m, k, n", [(64, 64, 64), (13, 20, 40), (6, 8, 24)])
+def test_exact_byte_matmul_takes_vpdpbusd(m, k, n):
+    """u8 x s8 -> s32 by four-byte dot products (no s16 widening), exact at the
+    extremes: each lane's four products 255 * -128 and 255 * 127 (beyond s16, where
+    vpmaddubsw saturates) and, with k = 64, sums far beyond it."""
+    prog = morello.synthesize(morello.matmul(m, k, n, dtypes="u8,s8,s32", target="avx512"),
+                              target="avx512", db=False)
+    leaves = {str(x.action) for x in prog.impl.walk() if not x.children}
+    assert "DpbusdLoop" in leaves and "PairMaddS16" not in leaves, prog.impl.pformat()
+    fn = prog.compile()
+    ok, err = prog.verify(fn)
+    assert ok and err == 0.0
+    a = np.full((m, k), 255, np.uint8)
+    for fill in (-128, 127):
+        b = np.full((k, n), fill, np.int8)
+        b[:, ::3] = -fill - 1
+        np.testing.assert_array_equal(fn(a, b), a.astype(np.int32) @ b.astype(np.int32))
 
 
 @pytest.mark.isa("avx512")

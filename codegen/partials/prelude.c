@@ -70,6 +70,14 @@ static inline int32_t morello_quad_u8(const uint8_t *p) {
     memcpy(&v, p, sizeof v);
     return v;
 }
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+/* c += the sums of four u8 x s8 products per 32-bit lane (vpdpbusd, exact). As an
+   instruction: gcc 12 surrounds the intrinsic with two register copies per use. */
+static inline __m256i morello_dpbusd8(__m256i c, __m256i x, __m256i b) {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(c) : "v"(x), "v"(b));
+    return c;
+}
+#endif
 /* The pair sum of vpmaddubsw: saturated to s16. */
 static inline int32_t morello_sat16(int32_t v) {
     return v > 32767 ? 32767 : (v < -32768 ? -32768 : v);

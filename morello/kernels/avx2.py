@@ -308,10 +308,10 @@ def _madd_check(spec: Spec, target: Target) -> Reason:
         return "rhs must be s16 in L1, its two rows interleaved"
     # Beyond accumulators and rhs vectors: the broadcast pair, the product's temporary
     # and one to spare (a 6 x 16 tile at 16 registers spilled: tests/test_asm.py).
-    return _s32_tile(out, m, n, 3, target)
+    return s32_tile(out, m, n, 3, target)
 
 
-def _s32_tile(out: TensorSpec, m: int, n: int, extra: int, target: Target) -> Reason:
+def s32_tile(out: TensorSpec, m: int, n: int, extra: int, target: Target) -> Reason:
     """An integer register tile: out as contiguous s32 vectors of 8, its ``m * n / 8``
     accumulators, the ``n / 8`` rhs vectors and ``extra`` more fitting the registers."""
     if out.level is not Level.VRF or not out.contiguous or out.vector_size != 8 \
@@ -349,7 +349,7 @@ def _madd_cost(s: Spec, t: Target) -> int:
     return m * (n // 8) * (c.fma + c.fma // 4) + (n // 8) * c.vector_move + m * pair
 
 
-def _quad_rows(t: TensorSpec) -> bool:
+def quad_rows(t: TensorSpec) -> bool:
     """A ``[1, k, n]`` tensor stored as quads of rows, each column's four bytes side by
     side (``rewrites.move.quad_layout``): innermost k by 4 (or k = 4 itself), then n."""
     dims = t.layout.dims
@@ -369,24 +369,28 @@ def _maddubs_check(spec: Spec, target: Target) -> Reason:
         return "u8 x s8 -> s32 only"
     if lhs.level.counts_registers or lhs.contig < 1 or lhs.stream_dim != 2:
         return "lhs rows must be contiguous in memory"
-    if rhs.level.counts_registers or not _quad_rows(rhs):
+    if rhs.level.counts_registers or not quad_rows(rhs):
         return "rhs must be in memory, in quads of rows"
     # Beyond accumulators and rhs vectors: the ones, a broadcast, and one to spare (at
     # 16 the compiler spills: checked in tests/test_asm.py).
-    return _s32_tile(out, m, n, 3, target)
+    return s32_tile(out, m, n, 3, target)
 
 
-def _maddubs_emit(w, spec, ops, vt) -> None:
+def quad_loop_emit(w, spec, ops, step, setup: tuple[str, ...] = ()) -> None:
+    """out (s32 vectors) += u8 rows of lhs times s8 quads of rhs rows, over all of k:
+    per 4 of k, each row's four bytes broadcast and ``step(x, b, c)`` (the C expression
+    of the accumulator ``c`` after multiplying ``x`` by ``b``) for every vector."""
     lhs, rhs, out = ops
     m, k, n = spec.shape[1], spec.shape[2], spec.shape[3]
     nv = n // 8
     with w.block("{"):
-        w.line("const __m256i ones = _mm256_set1_epi16(1);")
+        for line in setup:
+            w.line(line)
         for i in range(m):
             w.line(f"const uint8_t *a{i} = {lhs.ptr_at((0, i, 0)) if i else lhs.ptr(0)};")
         w.line(f"const int8_t *b = {rhs.ptr(0)};")
-        step = f"{rhs.ptr_at((0, 4, 0))} - b" if k > 4 else "0"
-        w.line(f"const long bs = {step};")
+        stride = f"{rhs.ptr_at((0, 4, 0))} - b" if k > 4 else "0"
+        w.line(f"const long bs = {stride};")
         # The accumulators as locals of the loop (the tile's variables outlive it, and
         # gcc then shuffles and spills them every iteration: tests/test_asm.py).
         for i in range(m):
@@ -398,11 +402,17 @@ def _maddubs_emit(w, spec, ops, vt) -> None:
             for i in range(m):
                 w.line(f"const __m256i x{i} = _mm256_set1_epi32(morello_quad_u8(a{i} + q));")
                 for j in range(nv):
-                    w.line(f"c{i}_{j} = _mm256_add_epi32(_mm256_madd_epi16("
-                           f"_mm256_maddubs_epi16(x{i}, b{j}), ones), c{i}_{j});")
+                    w.line(f"c{i}_{j} = {step(f'x{i}', f'b{j}', f'c{i}_{j}')};")
         for i in range(m):
             for j in range(nv):
                 w.line(f"{out.vec(i * nv + j)} = c{i}_{j};")
+
+
+def _maddubs_emit(w, spec, ops, vt) -> None:
+    quad_loop_emit(w, spec, ops,
+                   lambda x, b, c: f"_mm256_add_epi32(_mm256_madd_epi16("
+                                   f"_mm256_maddubs_epi16({x}, {b}), ones), {c})",
+                   ("const __m256i ones = _mm256_set1_epi16(1);",))
 
 
 def _maddubs_cost(s: Spec, t: Target) -> int:
@@ -457,7 +467,7 @@ def _quad_pack_check(spec: Spec, target: Target) -> Reason:
         return "bytes only"
     if src.level is not Level.L1 or src.contig < 1 or src.stream_dim != 2:
         return "src rows must be contiguous in L1"
-    if dst.level is not Level.L1 or not dst.contiguous or not _quad_rows(dst):
+    if dst.level is not Level.L1 or not dst.contiguous or not quad_rows(dst):
         return "dst must be contiguous in L1, in a quad of rows"
     return None
 

@@ -182,6 +182,13 @@ class KernelTable:
         except KeyError:
             raise KeyError(f"{self.isa} has no vector of {lanes} x {dtype}") from None
 
+    def has_vector(self, dtype: Dtype, lanes: int) -> bool:
+        return (dtype, lanes) in self._vt
+
+    def vector_identity(self) -> list:
+        """The (dtype, lanes) of its vector types: which VRF Moves are offered."""
+        return sorted((d.short, n) for d, n in self._vt)
+
     def identity(self) -> list:
         """What an action index depends on in this table: kernel names per kind."""
         return [[k.name for k in self.for_kind(kind)] for kind in PrimKind]

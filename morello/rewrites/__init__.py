@@ -150,6 +150,8 @@ def compute_actions_fingerprint(target: Target) -> str:
         "destinations": sorted((int(k), [int(v) for v in vs])
                                for k, vs in DESTINATIONS.items()),
         "vector_bytes": target.vector_bytes,
+        "byte_dots": target.byte_dots,
+        "vector_types": table_for(target).vector_identity(),
         # What bounds the coordinates and prices moves beyond the cost constants.
         "memory": [target.capacity, target.line_bytes, target.l1_ways,
                    target.prefetch_streams],

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from morello import layouts
 from morello.cost import move_cost, own_units
 from morello.dtypes import Dtype
+from morello.kernels import table_for
 from morello.layouts import Layout
 from morello.memory import DESTINATIONS, Level, Target
 from morello.nodes import NEW, Block
@@ -36,7 +37,7 @@ from morello.tensorspec import TensorSpec, fresh
 
 # Bump when the rules of ``layout_candidates`` or ``operand_moves`` change: Move indices
 # depend on them (``morello.rewrites.actions_fingerprint``).
-LAYOUT_SCHEME = 2
+LAYOUT_SCHEME = 3
 
 # The dtype an input of this dtype is widened into by a conversion Move: bf16 weights
 # into f32 (a shift), 8-bit integers into s16 (the operands of vpmaddwd).
@@ -196,10 +197,13 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
             rm = _row_major_for(t.shape)
             phys = rm.physical_shape(t.shape)
             dt = wide or t.dtype
+            table = table_for(target)
             for vb in reversed(target.vector_bytes):
                 vs = vb // dt.size
-                # Narrower vectors only where the wider ones cannot tile the row.
-                if phys and phys[-1] % vs == 0:
+                # Narrower vectors only where the wider ones cannot tile the row (or
+                # the target has no vector of that width for the dtype: AVX-512's
+                # integer kernels take 256-bit vectors).
+                if phys and phys[-1] % vs == 0 and table.has_vector(dt, vs):
                     acts.append(Move(i, level, rm, vs, wide))
                     break
         elif level is Level.RF:
@@ -237,6 +241,11 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
                     pair = pair_layout(t.shape)
                     acts.extend(Move(i, level, lay, None, wide)
                                 for lay in (cands[0], pair) if lay is not None)
+                    # Where the target multiplies bytes exactly four at a time
+                    # (vpdpbusd), they may also stay narrow, in quads of rows.
+                    quad = quad_layout(t.shape) if target.byte_dots and start == 1 else None
+                    if quad is not None and quad != t.layout:
+                        acts.append(Move(i, level, quad))
     return tuple(acts)
 
 
