@@ -2,7 +2,7 @@
 process.
 
     python benchmarks/ab_programs.py --baseline DIR [--target avx512] [--rounds 11]
-        [MxKxN ...]
+        [--dtypes u8,s8,s32] [MxKxN ...]
 
 ``DIR`` holds another morello (``pip install --target DIR .`` of an older commit, or a
 copy of its ``morello/`` with ``codegen/`` as ``morello/codegen``). Each morello emits its
@@ -25,22 +25,31 @@ from pathlib import Path
 import numpy as np
 
 from morello.codegen.build import compile_c
+from morello.dtypes import parse_dtype
 from morello.memory import TARGETS, host_lacks
 
 
-def emit(pythonpath: str | None, shape: tuple[int, int, int], target: str) -> str:
+def emit(pythonpath: str | None, shape: tuple[int, int, int], target: str,
+         dtypes: str) -> str:
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     else:
         env.pop("PYTHONPATH", None)
     p = subprocess.run([sys.executable, "-m", "morello", "emit", "matmul", *map(str, shape),
-                        "--target", target], capture_output=True, text=True, env=env,
+                        "--target", target, "--dtypes", dtypes], capture_output=True, text=True, env=env,
                        cwd=tempfile.gettempdir())
     if p.returncode != 0:
         raise SystemExit(f"emit failed ({pythonpath or 'this morello'}): "
                          f"{p.stderr.strip().splitlines()[-1:]}")
     return p.stdout
+
+
+def _random(rng, shape: tuple[int, int], dt: np.dtype) -> np.ndarray:
+    if dt.kind == "f":
+        return rng.uniform(-1, 1, shape).astype(dt)
+    info = np.iinfo(dt)
+    return rng.integers(info.min, info.max, shape, endpoint=True).astype(dt)
 
 
 def load(source: str, target: str):
@@ -56,28 +65,34 @@ def main() -> None:
     ap.add_argument("--baseline", required=True, metavar="DIR")
     ap.add_argument("--target", choices=sorted(TARGETS), default="avx2")
     ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--dtypes", default="f32,f32,f32",
+                    help="lhs,rhs,out dtypes (integer ones are checked exactly)")
     ap.add_argument("shapes", nargs="*", default=["64x64x64", "256x256x256", "512x512x512"])
     args = ap.parse_args()
     if reason := host_lacks(TARGETS[args.target]):
         raise SystemExit(reason)
     base = str(Path(args.baseline).resolve())
     print(f"target {args.target}; {args.rounds} alternating rounds, each >= 30 ms inside C\n")
-    print("| shape | before GFLOP/s | after GFLOP/s | median ratio after/before |")
+    dts = [np.dtype(parse_dtype(d).np) for d in args.dtypes.split(",")]
+    print("| shape | before GOPS | after GOPS | median ratio after/before |")
     print("|---|---|---|---|")
     for text in args.shapes:
         m, k, n = map(int, text.split("x"))
-        libs = {"before": load(emit(base, (m, k, n), args.target), args.target),
-                "after": load(emit(None, (m, k, n), args.target), args.target)}
+        libs = {name: load(emit(path, (m, k, n), args.target, args.dtypes), args.target)
+                for name, path in (("before", base), ("after", None))}
         rng = np.random.default_rng(0)
-        a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
-        b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        a, b = (_random(rng, shape, dt) for shape, dt in (((m, k), dts[0]), ((k, n), dts[1])))
+        want = a.astype(dts[2]) @ b.astype(dts[2])
         ptrs = [a.ctypes.data, b.ctypes.data]
         for name, lib in libs.items():
-            c = np.zeros((m, n), np.float32)
+            c = np.zeros((m, n), dts[2])
             if lib.bench(*ptrs, c.ctypes.data, 1) < 0:
                 raise SystemExit(f"{name} {text}: the kernel could not allocate")
-            np.testing.assert_allclose(c, a @ b, rtol=1e-3, atol=1e-3 * k ** 0.5)
-        c = np.zeros((m, n), np.float32)
+            if dts[2].kind == "f":
+                np.testing.assert_allclose(c, want, rtol=1e-3, atol=1e-3 * k ** 0.5)
+            else:
+                np.testing.assert_array_equal(c, want)
+        c = np.zeros((m, n), dts[2])
         iters = max(1, int(0.03 / libs["after"].bench(*ptrs, c.ctypes.data, 1)))
         speed: dict[str, list[float]] = {name: [] for name in libs}
         for _ in range(args.rounds):

@@ -119,8 +119,11 @@ def main() -> None:
             torch_cols[n], torch_times[n] = gops, times[i]["torch _int_mm"]
         tc = torch_cols.get(n, {})
         cols = [f"{tc[k]:.1f}" if k in tc else "–" for k in ("torch _int_mm", "torch fbgemm")]
-        cols.append(f"{statistics.median(t / q for q, t in zip(times[i][KINDS[0]], torch_times[n])):.2f}"
-                    if n in torch_times else "–")
+        if n in torch_times:
+            pairs = zip(times[i][KINDS[0]], torch_times[n])
+            cols.append(f"{statistics.median(t / q for q, t in pairs):.2f}")
+        else:
+            cols.append("–")
         print(f"| {n}³ | {tgt} | {gops[KINDS[0]]:.1f} | {gops[KINDS[1]]:.1f} | "
               f"{gops[KINDS[2]]:.1f} ({100 * gops[KINDS[2]] / peak:.0f} %) | "
               f"{ratio[KINDS[0]]:.2f} | {ratio[KINDS[1]]:.2f} | {' | '.join(cols)} | "

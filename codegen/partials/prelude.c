@@ -70,6 +70,15 @@ static inline int32_t morello_quad_u8(const uint8_t *p) {
     memcpy(&v, p, sizeof v);
     return v;
 }
+/* c += the pair sums of a x b in s16 (vpmaddwd, then vpaddd), as two instructions
+   with their temporary named: a 6 x 16 tile then fits the 16 ymm registers, where gcc 12
+   spills the intrinsics' form (1.6x slower in L1). */
+static inline __m256i morello_madd_add8(__m256i c, __m256i a, __m256i b) {
+    __m256i t;
+    __asm__("vpmaddwd %[b], %[a], %[t]\n\tvpaddd %[t], %[c], %[c]"
+            : [c] "+x"(c), [t] "=&x"(t) : [a] "x"(a), [b] "x"(b));
+    return c;
+}
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
 /* c += the sums of four u8 x s8 products per 32-bit lane (vpdpbusd, exact). As an
    instruction: gcc 12 surrounds the intrinsic with two register copies per use. */
