@@ -37,7 +37,8 @@ def emit(pythonpath: str | None, shape: tuple[int, int, int], target: str,
     else:
         env.pop("PYTHONPATH", None)
     p = subprocess.run([sys.executable, "-m", "morello", "emit", "matmul", *map(str, shape),
-                        "--target", target, "--dtypes", dtypes], capture_output=True, text=True, env=env,
+                        "--target", target, "--dtypes", dtypes],
+                       capture_output=True, text=True, env=env,
                        cwd=tempfile.gettempdir())
     if p.returncode != 0:
         raise SystemExit(f"emit failed ({pythonpath or 'this morello'}): "
