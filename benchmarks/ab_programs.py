@@ -47,7 +47,7 @@ def emit(pythonpath: str | None, shape: tuple[int, int, int], target: str,
 
 
 def _random(rng, shape: tuple[int, int], dt: np.dtype) -> np.ndarray:
-    if dt.kind == "f":
+    if not np.issubdtype(dt, np.integer):  # f32, and bf16 (ml_dtypes)
         return rng.uniform(-1, 1, shape).astype(dt)
     info = np.iinfo(dt)
     return rng.integers(info.min, info.max, shape, endpoint=True).astype(dt)

@@ -89,6 +89,20 @@ def test_exact_int_loop_is_madd_add_in_registers():
 
 @pytest.mark.isa("avx2")
 @pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump not installed")
+def test_bf16_axpy_loop_widens_by_shift_and_mask_into_eight_chains():
+    """x @ W: per row of k one broadcast, 4 loads of 16 bf16, 4 shifts and 4 masks
+    feeding 8 FMAs into 8 accumulators, nothing spilled."""
+    prog = morello.synthesize(morello.matmul(1, 128, 128, dtypes=("f32", "bf16", "f32")),
+                              db=False)
+    loop = _loop_body(prog, r"vfmadd")
+    fmas = re.findall(r"vfmadd\w+\s+\S+,\S+,(%ymm\d+)", loop)
+    assert len(fmas) == 8 and len(set(fmas)) == 8, loop
+    assert len(re.findall(r"vpslld", loop)) == 4 and len(re.findall(r"vpand", loop)) == 4
+    assert "vpmovzxwd" not in loop and "(%rsp)" not in loop
+
+
+@pytest.mark.isa("avx2")
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump not installed")
 def test_saturating_int_loop_is_maddubs_madd_add_in_registers():
     prog = morello.synthesize(morello.matmul(64, 64, 64, dtypes="u8,s8,s32", saturate=True),
                               db=False)

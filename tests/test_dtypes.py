@@ -49,7 +49,9 @@ def test_only_matmul_moves_and_fills_leave_f32():
 
 @pytest.mark.isa("avx2")
 @pytest.mark.parametrize("k, n, layout, kernel", [
-    (64, 128, "rm", "VectorWidenBf16"),   # x @ W: bf16 rows widened into registers
+    (64, 128, "rm", "WidenAxpyLoop"),     # x @ W: 64 columns at once, shift and mask
+    (16, 8, "rm", "VectorWidenBf16"),     # x @ W: bf16 rows widened into registers
+    (33, 72, "rm", "WidenAxpyLoop"),      # both, and an odd k
     (256, 64, "cm", "DotProductLoop"),    # gemma: W's rows dotted with x, widened inline
     (24, 40, "cm", None),
 ])

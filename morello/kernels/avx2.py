@@ -286,6 +286,76 @@ def _dot_cost(s: Spec, t: Target) -> int:
             + n * c.hsum + move_cost(s.operands[2], t) + stream)
 
 
+def _axpy_check(spec: Spec, target: Target) -> Reason:
+    lhs, rhs, out = spec.operands
+    b, m, k, n = spec.shape
+    if (b, m) != (1, 1) or n % 16 or n > 64:
+        return "needs a [1,1,k]x[1,k,n] product, n a multiple of 16 up to 64"
+    if lhs.level is not Level.L1 or not lhs.contiguous or lhs.dtype is not Dtype.F32:
+        return "lhs must be contiguous f32 in L1"
+    if rhs.dtype is not Dtype.BF16 or rhs.level.counts_registers:
+        return "rhs must be bf16 in memory"
+    if rhs.stream_dim != 2 or rhs.contig < 1 or rhs.layout.is_packed:
+        return "rhs rows must be contiguous"
+    if out.level is not Level.L1 or not out.contiguous or out.dtype is not Dtype.F32:
+        return "out must be a contiguous f32 row in L1"
+    return None
+
+
+def _axpy_emit(w, spec, ops, vt) -> None:
+    """Rows of bf16 weights scaled by x and summed, widened without a shuffle: each
+    32-bit lane of 16 loaded bf16 holds an even and an odd column, so the even columns
+    accumulate the lane shifted left by 16 and the odd ones the lane masked; the two
+    are interleaved back into out once, after all of k."""
+    lhs, rhs, out = ops
+    k, n = spec.shape[2], spec.shape[3]
+    nb = n // 16
+    with w.block("{"):
+        w.line("const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);")
+        w.line(f"const uint16_t *restrict row = {rhs.ptr(0)};")
+        w.line(f"const long rs = {rhs.ptr_at((0, 1, 0)) + ' - row' if k > 1 else '0'};")
+        for j in range(nb):
+            w.line(f"__m256 e{j} = _mm256_setzero_ps(), o{j} = _mm256_setzero_ps();")
+        with w.block(f"for (long q = 0; q < {k}; q++, row += rs) {{"):
+            w.line(f"const __m256 x = _mm256_set1_ps(*{lhs.ptr('q')});")
+            # This row's lines four column tiles ahead, which the loop over tiles reads
+            # soon: from main memory (1x2048x16384, benchmarks/ab_programs.py) without
+            # prefetches 0.84x the 32-column broadcast loop, one tile ahead 0.94x, two
+            # or four 1.02x; in cache 1.3-1.45x either way.
+            for line in range(0, 2 * n, 64):
+                w.line(f"_mm_prefetch((const char *)(row + {4 * n + line // 2}), "
+                       "_MM_HINT_T0);")
+            for j in range(nb):
+                w.line(f"const __m256i w{j} = _mm256_loadu_si256((const __m256i *)"
+                       f"(row + {16 * j}));")
+                w.line(f"e{j} = _mm256_fmadd_ps(x, _mm256_castsi256_ps("
+                       f"_mm256_slli_epi32(w{j}, 16)), e{j});")
+                w.line(f"o{j} = _mm256_fmadd_ps(x, _mm256_castsi256_ps("
+                       f"_mm256_and_si256(w{j}, hi)), o{j});")
+        for j in range(nb):
+            # [e0 o0 e1 o1 | e4 o4 e5 o5] and [e2 o2 e3 o3 | e6 o6 e7 o7]: columns 0-7
+            # are the low halves of both, 8-15 the high ones.
+            w.line(f"const __m256 l{j} = _mm256_unpacklo_ps(e{j}, o{j}), "
+                   f"h{j} = _mm256_unpackhi_ps(e{j}, o{j});")
+            for half, imm in ((0, "0x20"), (1, "0x31")):
+                p = out.ptr(16 * j + 8 * half)
+                w.line(f"_mm256_storeu_ps({p}, _mm256_add_ps(_mm256_loadu_ps({p}), "
+                       f"_mm256_permute2f128_ps(l{j}, h{j}, {imm})));")
+
+
+def _axpy_cost(s: Spec, t: Target) -> int:
+    k, n = s.shape[2], s.shape[3]
+    c = t.costs
+    nb = n // 16
+    rhs = s.operands[1]
+    # Per row of k: a broadcast, and per 16 columns a load, a shift and a mask (half a
+    # vector move each, as in the odd/even dot loop) and two FMAs; at least the FMA
+    # latency (8 chains in flight), which fewer than 64 columns do not fill.
+    per_k = max(nb * (2 * c.fma + 2 * c.vector_move) + c.broadcast, 8 * c.fma)
+    mem = move_cost(rhs, t) if rhs.level is not Level.L1 else 0
+    return k * per_k + nb * 4 * c.vector_move + mem
+
+
 def _pairs_along_k(t: TensorSpec) -> bool:
     """A contiguous ``[1, 2, n]`` tensor stored ``[n][2]``: each column's two rows side by
     side (``rewrites.move.pair_layout``, canonicalized)."""
@@ -765,6 +835,12 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("DotProductLoop", PrimKind.MATMUL_ACCUM, _dot_check, _dot_cost, 12, _dot_emit,
            "dot products of a contiguous f32 row with 1, 2, 4 or 8 contiguous f32 or bf16 "
            "columns", unit_dims=(0, 1), levels=(L1, MEM, RL)),
+    # Not in the reference (x . W there broadcasts x over widened rows in registers):
+    # all of k over up to 64 columns, 8 accumulators, widened by shift and mask.
+    Kernel("WidenAxpyLoop", PrimKind.MATMUL_ACCUM, _axpy_check, _axpy_cost, 12, _axpy_emit,
+           "x (f32 row) times bf16 weight rows summed into up to 64 columns of out, over "
+           "all of k (even/odd columns widened by a shift and a mask, interleaved at the "
+           "end)", unit_dims=(0, 1), levels=(L1, MEM, L1)),
     # Not in the reference: u8 x s8 -> s32 there is a dot-product loop over bytes.
     Kernel("PairMaddS16", PrimKind.MATMUL_ACCUM, _madd_check, _madd_cost, 4, _madd_emit,
            "out (s32 vectors) += pairs of lhs (u8/s8/s16) times interleaved s16 rhs rows "
