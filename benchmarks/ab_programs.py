@@ -2,7 +2,7 @@
 process.
 
     python benchmarks/ab_programs.py --baseline DIR [--target avx512] [--rounds 11]
-        [--dtypes u8,s8,s32] [MxKxN ...]
+        [--dtypes u8,s8,s32] [--rhs-layout cm] [MxKxN ...]
 
 ``DIR`` holds another morello (``pip install --target DIR .`` of an older commit, or a
 copy of its ``morello/`` with ``codegen/`` as ``morello/codegen``). Each morello emits its
@@ -30,14 +30,14 @@ from morello.memory import TARGETS, host_lacks
 
 
 def emit(pythonpath: str | None, shape: tuple[int, int, int], target: str,
-         dtypes: str) -> str:
+         dtypes: str, rhs_layout: str) -> str:
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     else:
         env.pop("PYTHONPATH", None)
     p = subprocess.run([sys.executable, "-m", "morello", "emit", "matmul", *map(str, shape),
-                        "--target", target, "--dtypes", dtypes],
+                        "--target", target, "--dtypes", dtypes, "--rhs-layout", rhs_layout],
                        capture_output=True, text=True, env=env,
                        cwd=tempfile.gettempdir())
     if p.returncode != 0:
@@ -66,6 +66,8 @@ def main() -> None:
     ap.add_argument("--baseline", required=True, metavar="DIR")
     ap.add_argument("--target", choices=sorted(TARGETS), default="avx2")
     ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--rhs-layout", choices=("rm", "cm"), default="rm",
+                    help="cm: rhs stored column-major (gemma's W[N×K] rows)")
     ap.add_argument("--dtypes", default="f32,f32,f32",
                     help="lhs,rhs,out dtypes (integer ones are checked exactly)")
     ap.add_argument("shapes", nargs="*", default=["64x64x64", "256x256x256", "512x512x512"])
@@ -79,12 +81,14 @@ def main() -> None:
     print("|---|---|---|---|")
     for text in args.shapes:
         m, k, n = map(int, text.split("x"))
-        libs = {name: load(emit(path, (m, k, n), args.target, args.dtypes), args.target)
+        libs = {name: load(emit(path, (m, k, n), args.target, args.dtypes, args.rhs_layout),
+                           args.target)
                 for name, path in (("before", base), ("after", None))}
         rng = np.random.default_rng(0)
         a, b = (_random(rng, shape, dt) for shape, dt in (((m, k), dts[0]), ((k, n), dts[1])))
         want = a.astype(dts[2]) @ b.astype(dts[2])
-        ptrs = [a.ctypes.data, b.ctypes.data]
+        stored = np.ascontiguousarray(b.T) if args.rhs_layout == "cm" else b
+        ptrs = [a.ctypes.data, stored.ctypes.data]
         for name, lib in libs.items():
             c = np.zeros((m, n), dts[2])
             if lib.bench(*ptrs, c.ctypes.data, 1) < 0:
