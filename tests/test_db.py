@@ -215,3 +215,22 @@ def test_pages_of_many_parts_are_compacted_and_keep_every_result(tmp_path, monke
         got = morello.synthesize(morello.matmul(*s), db=db)
         assert got.cost == morello.synthesize(morello.matmul(*s), db=False).cost
         fresh_session()
+
+
+def test_a_change_to_a_kernel_or_cost_module_changes_the_fingerprint(tmp_path):
+    """Stored results are optima under the kernels' checks and costs: editing any of
+    them (not only adding or renaming a kernel) must refuse the old database."""
+    from morello import rewrites
+
+    assert "kernels" in rewrites.MODEL_MODULES and "cost.py" in rewrites.MODEL_MODULES
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "avx2.py").write_text("COST = 4\n")
+    (tmp_path / "cost.py").write_text("LINE = 10\n")
+    names = ("kernels", "cost.py")
+    before = rewrites.source_digest(tmp_path, names)
+    assert rewrites.source_digest(tmp_path, names) == before
+    (tmp_path / "kernels" / "avx2.py").write_text("COST = 5\n")
+    after = rewrites.source_digest(tmp_path, names)
+    assert after != before
+    (tmp_path / "kernels" / "avx512.py").write_text("")
+    assert rewrites.source_digest(tmp_path, names) != after

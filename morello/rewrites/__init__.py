@@ -159,9 +159,37 @@ def compute_actions_fingerprint(target: Target) -> str:
         "decompositions": decompose.identity(),
         "bufferize": bufferize.identity(),
         "chains": [compose.MAX_CHAIN_RANK, compose.MAX_CHAIN_OPERANDS, compose.FAMILY_PREFIX],
+        "model": model_source_digest(),
     }
     text = json.dumps(ident, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+# The modules whose code decides which actions apply and what they cost: a stored result
+# is the optimum under them, so any change to them (a kernel's check or cost, a tile
+# rule) makes it stale, and the database is refused rather than replayed.
+MODEL_MODULES = ("kernels", "rewrites", "cost.py", "costs.py", "kinds.py", "specs.py",
+                 "tensorspec.py", "layouts.py", "compose.py", "coords.py", "dtypes.py",
+                 "memory.py", "limits.py")
+
+
+@functools.cache
+def model_source_digest() -> str:
+    """A digest of the source of ``MODEL_MODULES`` (their ``.py`` files, by name)."""
+    return source_digest(Path(__file__).resolve().parent.parent, MODEL_MODULES)
+
+
+def source_digest(root: Path, names: tuple[str, ...]) -> str:
+    """A digest of the ``.py`` files ``names`` (files, or packages' modules) under root,
+    their paths included."""
+    h = hashlib.sha256()
+    for name in names:
+        path = root / name
+        files = sorted(path.glob("*.py")) if path.is_dir() else [path]
+        for f in files:
+            h.update(f"{f.relative_to(root).as_posix()}\0".encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def _product(choices):
