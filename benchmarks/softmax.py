@@ -1,11 +1,13 @@
 """Softmax along the last dim: morello, numpy and (when importable) torch, side by side in
-one run on one thread, in ns per element; for the input that does not fit in cache, also
+one run on one thread, in ns per element, with a hand-written AVX2 loop as the roof; for
+the input that does not fit in cache, also
 the fraction of this machine's streaming bandwidth, measured in the same run.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/softmax.py [--rounds 7] [--targets avx2 avx512]
 
 ``--targets``: morello's programs for each (default: avx2, and avx512 where the host runs
-it), timed in the same rounds; the ratios are against the last target's program.
+it), timed in the same rounds; the ratios are against the last target's program, and
+against each target's for the hand loop (``HAND_C``, timed inside C too).
 Every morello kernel is verified against numpy first. morello is timed inside C, numpy
 (``exp(x - max) / sum``, into preallocated arrays) and torch (``torch.softmax(x, -1,
 out=...)``) through Python, each the best of 3 batches of about 20 ms, in ``--rounds``
@@ -32,6 +34,77 @@ from morello.memory import AVX2, AVX512, host_lacks, parse_target
 
 SHAPES = [(1, 16384), (128, 128), (512, 1024), (4096, 4096)]  # the last: 64 MiB
 
+# The roof the search's programs are measured against: three passes per row written by
+# hand (max over 4 accumulators; exp(x - max) stored and summed over 2; scaled by
+# 1/sum), with the prelude's exp, so that the ratio measures the search's choice and
+# its emitted loops, not the exp.
+HAND_C = r"""
+void hand_softmax(const float *restrict x, float *restrict y, long rows, long cols) {
+    for (long i = 0; i < rows; i++, x += cols, y += cols) {
+        __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
+        long q = 0;
+        for (; q + 32 <= cols; q += 32) {
+            m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + q));
+            m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + q + 8));
+            m2 = _mm256_max_ps(m2, _mm256_loadu_ps(x + q + 16));
+            m3 = _mm256_max_ps(m3, _mm256_loadu_ps(x + q + 24));
+        }
+        float m = morello_hmax8(_mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
+        for (; q < cols; q++) m = x[q] > m ? x[q] : m;
+        const __m256 mv = _mm256_set1_ps(m);
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+        for (q = 0; q + 16 <= cols; q += 16) {
+            __m256 e0 = morello_exp8_neg(_mm256_sub_ps(_mm256_loadu_ps(x + q), mv));
+            __m256 e1 = morello_exp8_neg(_mm256_sub_ps(_mm256_loadu_ps(x + q + 8), mv));
+            _mm256_storeu_ps(y + q, e0);
+            _mm256_storeu_ps(y + q + 8, e1);
+            s0 = _mm256_add_ps(s0, e0);
+            s1 = _mm256_add_ps(s1, e1);
+        }
+        float s = morello_hsum8(_mm256_add_ps(s0, s1));
+        for (; q < cols; q++) s += (y[q] = morello_expf(x[q] - m));
+        const __m256 iv = _mm256_set1_ps(1.0f / s);
+        for (q = 0; q + 8 <= cols; q += 8)
+            _mm256_storeu_ps(y + q, _mm256_mul_ps(_mm256_loadu_ps(y + q), iv));
+        for (; q < cols; q++) y[q] *= 1.0f / s;
+    }
+}
+double hand_bench(const float *x, float *y, long rows, long cols, long iters) {
+    double t0 = morello_now();
+    for (long it = 0; it < iters; it++) {
+        hand_softmax(x, y, rows, cols);
+        __asm__ volatile("" ::: "memory");
+    }
+    return (morello_now() - t0) / (double)iters;
+}
+"""
+
+
+def hand_softmax():
+    """The hand loop, compiled for AVX2: ``run(x, y)`` on float32 rows, and
+    ``timer(x, y)``, a timer of it inside C as ``c_timer`` times morello's."""
+    import ctypes
+
+    from morello.codegen.build import compile_c
+    from morello.codegen.emit import partial
+
+    source = partial("prelude.c") + partial("bench.c") + HAND_C
+    lib = ctypes.CDLL(str(compile_c(source, AVX2.cflags)))
+    lib.hand_softmax.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long,
+                                 ctypes.c_long]
+    lib.hand_bench.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long,
+                               ctypes.c_long, ctypes.c_long]
+    lib.hand_bench.restype = ctypes.c_double
+
+    def run(x: np.ndarray, y: np.ndarray) -> None:
+        lib.hand_softmax(x.ctypes.data, y.ctypes.data, x.shape[0], x.shape[1])
+
+    def timer(x: np.ndarray, y: np.ndarray):
+        args = (x.ctypes.data, y.ctypes.data, x.shape[0], x.shape[1])
+        iters = max(1, int(0.02 / max(lib.hand_bench(*args, 1), 1e-9)))
+        return lambda: min(lib.hand_bench(*args, iters) for _ in range(3))
+    return run, timer
+
 
 
 
@@ -56,9 +129,12 @@ def main() -> None:
     read_gbs = read_bw()
     print(f"streaming read bandwidth (one core, this run): {read_gbs:.1f} GB/s\n")
     cols = " | ".join(f"morello {t} ns/elem" for t in targets)
-    print(f"| shape | {cols} | numpy ns/elem | torch ns/elem | numpy/morello | "
-          "torch/morello | morello GB/s (% of read bw) | search s |")
-    print("|---|" + "---|" * (len(targets) + 7))
+    hands = " | ".join(f"hand/morello {t}" for t in targets)
+    print(f"| shape | {cols} | hand AVX2 loop ns/elem | numpy ns/elem | torch ns/elem | "
+          f"{hands} | numpy/morello | torch/morello | morello GB/s (% of read bw) | "
+          "search s |")
+    print("|---|" + "---|" * (2 * len(targets) + 7))
+    hand_run, hand_timer = hand_softmax()
     trees = []
     with tempfile.TemporaryDirectory() as d:
         db = str(Path(d) / "softmax.sqlite")
@@ -85,6 +161,12 @@ def main() -> None:
                 np.divide(out, s, out=out)
 
             timers = {t: c_timer(f, [x], out) for t, f in fns.items()}
+            hy = np.empty_like(x)
+            hand_run(x, hy)
+            want = np.exp(x - x.max(-1, keepdims=True))
+            np.testing.assert_allclose(hy, want / want.sum(-1, keepdims=True), rtol=1e-5,
+                                       atol=1e-9)
+            timers["hand"] = hand_timer(x, hy)
             timers["numpy"] = py_timer(numpy_softmax)
             if torch is not None:
                 tx, to = torch.from_numpy(x), torch.empty(shape)
@@ -104,12 +186,16 @@ def main() -> None:
             bw = statistics.median(bws) if bws else read_gbs
             pct = statistics.median(8 * n / t / 1e9 / b for t, b in zip(
                 times[last], bws)) if bws else gbs / read_gbs
+            vs_hand = {t: statistics.median(h / q for h, q in zip(times["hand"], times[t]))
+                       for t in targets}
             tt = med.get("torch")
             vs_torch = "-" if tt is None else f"{ratio['torch']:.2f}×"
             ns = " | ".join(f"{med[t] / n * 1e9:.3f}" for t in targets)
-            print(f"| {shape[0]}×{shape[1]} | {ns} | "
+            print(f"| {shape[0]}×{shape[1]} | {ns} | {med['hand'] / n * 1e9:.3f} | "
                   f"{med['numpy'] / n * 1e9:.3f} | "
-                  f"{'-' if tt is None else f'{tt / n * 1e9:.3f}'} | {ratio['numpy']:.2f}× | "
+                  f"{'-' if tt is None else f'{tt / n * 1e9:.3f}'} | "
+                  + " | ".join(f"{vs_hand[t]:.2f}×" for t in targets) + " | "
+                  f"{ratio['numpy']:.2f}× | "
                   f"{vs_torch} | "
                   f"{gbs:.1f} ({100 * pct:.0f} % of {bw:.1f}) | {search:.2f} |", flush=True)
             trees.append((shape, prog.impl.pformat()))
