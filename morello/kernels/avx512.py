@@ -28,7 +28,6 @@ VECTOR_TYPES_512 = (
 )
 
 
-
 def _dpbusd_check(spec: Spec, target: Target) -> Reason:
     lhs, rhs, out = spec.operands
     b, m, k, n = spec.shape

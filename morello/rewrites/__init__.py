@@ -170,23 +170,27 @@ def compute_actions_fingerprint(target: Target) -> str:
 # rule) makes it stale, and the database is refused rather than replayed.
 MODEL_MODULES = ("kernels", "rewrites", "cost.py", "costs.py", "kinds.py", "specs.py",
                  "tensorspec.py", "layouts.py", "compose.py", "coords.py", "dtypes.py",
-                 "memory.py", "limits.py")
+                 "memory.py", "limits.py", "_expand.pyx", "_graph.pyx", "_dp.pyx")
 
 
 @functools.cache
 def model_source_digest() -> str:
-    """A digest of the source of ``MODEL_MODULES`` (their ``.py`` files, by name)."""
+    """A digest of the source of ``MODEL_MODULES`` (by name: the search core's ``.pyx``
+    ship with the package)."""
     return source_digest(Path(__file__).resolve().parent.parent, MODEL_MODULES)
 
 
 def source_digest(root: Path, names: tuple[str, ...]) -> str:
-    """A digest of the ``.py`` files ``names`` (files, or packages' modules) under root,
-    their paths included."""
+    """A digest of the files ``names`` under root (a package: its ``.py`` modules), their
+    paths included; a file that is not there counts as empty."""
     h = hashlib.sha256()
     for name in names:
         path = root / name
         files = sorted(path.glob("*.py")) if path.is_dir() else [path]
         for f in files:
+            if not f.is_file():
+                h.update(f"{name}: absent\0".encode())
+                continue
             h.update(f"{f.relative_to(root).as_posix()}\0".encode())
             h.update(f.read_bytes())
     return h.hexdigest()[:16]
