@@ -132,3 +132,12 @@ def test_extra_compiler_flags_are_passed_and_part_of_the_cache_key(monkeypatch):
     monkeypatch.setenv("MORELLO_CFLAGS", "-fno-such-flag-for-morello")
     with pytest.raises(BuildError, match="no-such-flag"):
         compile_c(src, ())
+
+
+def test_a_kernel_built_as_c99_is_refused_in_one_line(kernels):
+    """The kernels need C11 (aligned_alloc, _Thread_local): under -std=c99 aligned_alloc
+    would be undeclared, its pointer truncated to int, so the build stops, saying why."""
+    proc = subprocess.run([find_compiler(), *FLAGS, "-std=c99", "-c", "mm.c", "-o", "mm99.o"],
+                          cwd=kernels, capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "compile with -std=c11 or later" in proc.stderr
