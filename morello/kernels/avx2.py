@@ -165,7 +165,7 @@ def _outer_emit(w, spec, ops, vt) -> None:
                     w.line(f"{row.vec(j)} = {v.fma}(a, b{j}, {row.vec(j)});")
 
 
-def _dot_check(spec: Spec, target: Target) -> Reason:
+def dot_check(spec: Spec, target: Target) -> Reason:
     lhs, rhs, out = spec.operands
     b, m, k, n = spec.shape
     if (b, m) != (1, 1) or n not in (1, 2, 4, 8) or k % 8:
@@ -229,10 +229,10 @@ def _dot_odd_even_emit(w, lhs, rhs, out, k: int, n: int, c: int) -> None:
                            f"_mm256_slli_epi32(w{j}_{a}, 16)), {acc});")
                     w.line(f"{acc} = _mm256_fmadd_ps(xo{a}, _mm256_castsi256_ps("
                            f"_mm256_and_si256(w{j}_{a}, hi)), {acc});")
-        _dot_finish(w, out, n, c)
+        dot_finish(w, out, n, c)
 
 
-def _dot_finish(w, out, n: int, c: int) -> None:
+def dot_finish(w, out, n: int, c: int) -> None:
     for j in range(n):
         step = 1
         while step < c:  # a tree of adds: the chains stay independent to the end
@@ -287,7 +287,7 @@ def _dot_emit(w, spec, ops, vt) -> None:
                     col = f"col{j} + q + {8 * a}"
                     y = f"morello_bf16x8({col})" if bf16 else f"_mm256_loadu_ps({col})"
                     w.line(f"acc{j}_{a} = _mm256_fmadd_ps({x}, {y}, acc{j}_{a});")
-        _dot_finish(w, out, n, c)
+        dot_finish(w, out, n, c)
 
 
 def _dot_cost(s: Spec, t: Target) -> int:
@@ -303,10 +303,10 @@ def _dot_cost(s: Spec, t: Target) -> int:
     # read side by side (``stream_cost``); from L1 its view paid them.
     stream = stream_cost(rhs, t, n) if rhs.level is not Level.L1 else 0
     return ((k // 8) * (n * (c.fma + c.vector_move + widen) + c.vector_move)
-            + _dot_sums_cost(n, t) + move_cost(s.operands[2], t) + stream)
+            + dot_sums_cost(n, t) + move_cost(s.operands[2], t) + stream)
 
 
-def _dot_sums_cost(n: int, t: Target) -> int:
+def dot_sums_cost(n: int, t: Target) -> int:
     """The columns' horizontal sums: one each, or for 4 and 8 columns one tree of
     hadds (``_dot_finish``): one sum's latency and the hadds' (3n/4) shuffles."""
     c = t.costs
@@ -859,7 +859,7 @@ KERNELS: tuple[Kernel, ...] = (
     # Differs from the reference (k/4, one column, f32): up to 8 columns (weight rows)
     # at once, bf16 columns widened in registers, 8 accumulator chains, the horizontal
     # sums at the end.
-    Kernel("DotProductLoop", PrimKind.MATMUL_ACCUM, _dot_check, _dot_cost, 12, _dot_emit,
+    Kernel("DotProductLoop", PrimKind.MATMUL_ACCUM, dot_check, _dot_cost, 12, _dot_emit,
            "dot products of a contiguous f32 row with 1, 2, 4 or 8 contiguous f32 or bf16 "
            "columns", unit_dims=(0, 1), levels=(L1, MEM, RL)),
     # Not in the reference (x . W there broadcasts x over widened rows in registers):

@@ -12,11 +12,20 @@ Host support: ``morello.memory.host_lacks``.
 """
 from __future__ import annotations
 
-from morello.cost import move_cost
+from morello.cost import move_cost, stream_cost
 from morello.dtypes import Dtype
 from morello.kernels import stream
-from morello.kernels.avx2 import KERNELS, VECTOR_TYPES, quad_loop_emit, quad_rows, s32_tile
-from morello.kernels.base import MEM, VRF, Kernel, KernelTable, Reason, VecType
+from morello.kernels.avx2 import (
+    KERNELS,
+    VECTOR_TYPES,
+    dot_check,
+    dot_finish,
+    dot_sums_cost,
+    quad_loop_emit,
+    quad_rows,
+    s32_tile,
+)
+from morello.kernels.base import L1, MEM, RL, VRF, Kernel, KernelTable, Reason, VecType
 from morello.memory import Level, Target
 from morello.specs import PrimKind, Spec
 
@@ -58,7 +67,63 @@ def _dpbusd_cost(s: Spec, t: Target) -> int:
             + mem)
 
 
+def _dot16_check(spec: Spec, target: Target) -> Reason:
+    if reason := dot_check(spec, target):
+        return reason
+    n, k = spec.shape[3], spec.shape[2]
+    if spec.operands[1].dtype is not Dtype.BF16 or n not in (4, 8) or k % 32:
+        return "bf16 columns, 4 or 8 of them, k a multiple of 32"
+    return None
+
+
+def _dot16_emit(w, spec, ops, vt) -> None:
+    """DotProductLoop's odd/even bf16 loop in 16 lanes: 32 bf16 of a column per load, the
+    even ones the lanes shifted left by 16, the odd ones the lanes masked; x split into
+    its even and odd elements by two two-source permutes per 32, shared by the columns.
+    Each column's accumulator is folded to 8 lanes for the sums (``dot_finish``)."""
+    lhs, rhs, out = ops
+    k, n = spec.shape[2], spec.shape[3]
+    with w.block("{"):
+        w.line("const __m512i hi = _mm512_set1_epi32((int)0xFFFF0000u);")
+        w.line("const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, "
+               "10, 8, 6, 4, 2, 0);")
+        w.line("const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));")
+        for j in range(n):
+            w.line(f"const uint16_t *restrict col{j} = {rhs.ptr_at((0, 0, j))};")
+            w.line(f"__m512 z{j} = _mm512_setzero_ps();")
+        with w.block(f"for (long q = 0; q < {k}; q += 32) {{"):
+            w.line(f"const __m512 l = _mm512_loadu_ps({lhs.ptr('q')}), "
+                   f"h = _mm512_loadu_ps({lhs.ptr('q + 16')});")
+            w.line("const __m512 xe = _mm512_permutex2var_ps(l, ev, h), "
+                   "xo = _mm512_permutex2var_ps(l, od, h);")
+            for j in range(n):
+                w.line(f"const __m512i w{j} = _mm512_loadu_si512((const void *)(col{j} + q));")
+                w.line(f"z{j} = _mm512_fmadd_ps(xe, _mm512_castsi512_ps("
+                       f"_mm512_slli_epi32(w{j}, 16)), z{j});")
+                w.line(f"z{j} = _mm512_fmadd_ps(xo, _mm512_castsi512_ps("
+                       f"_mm512_and_si512(w{j}, hi)), z{j});")
+        for j in range(n):
+            w.line(f"__m256 acc{j}_0 = _mm256_add_ps(_mm512_castps512_ps256(z{j}), "
+                   f"_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(z{j}), 1)));")
+        dot_finish(w, out, n, 1)
+
+
+def _dot16_cost(s: Spec, t: Target) -> int:
+    k, n = s.shape[2], s.shape[3]
+    c = t.costs
+    rhs = s.operands[1]
+    # Per 32 of k and column: a load, a shift and a mask (half a vector move each) and
+    # two FMAs, all of 16 lanes; x's two permutes shared by the columns; the folds.
+    stream = stream_cost(rhs, t, n) if rhs.level is not Level.L1 else 0
+    return ((k // 32) * (n * (2 * c.fma + 2 * c.vector_move) + 2 * c.vector_move)
+            + n * c.vector_move + dot_sums_cost(n, t) + move_cost(s.operands[2], t) + stream)
+
+
 AVX512_KERNELS = (
+    # Not in the reference: its bf16 dot products are 8 lanes.
+    Kernel("DotProductLoop16", PrimKind.MATMUL_ACCUM, _dot16_check, _dot16_cost, 12,
+           _dot16_emit, "dot products of a contiguous f32 row with 4 or 8 contiguous bf16 "
+           "columns, 32 elements a step in 16 lanes", unit_dims=(0, 1), levels=(L1, MEM, RL)),
     # Not in the reference: exact u8 x s8 there is a dot-product loop over bytes.
     Kernel("DpbusdLoop", PrimKind.MATMUL_ACCUM, _dpbusd_check, _dpbusd_cost, 2,
            _dpbusd_emit, "out (s32 vectors) += u8 rows times s8 quads of rows, all of k "
