@@ -137,6 +137,8 @@ class KindInfo:
       on all of it); such kinds are expanded by the Python rewrites, not the native core.
     - ``widens``: inputs of narrow dtypes are widened by the Moves that copy them
       (``rewrites.move.WIDEN_TO``); False for kinds whose kernels take them narrow.
+    - ``grouped_rows``: operands that may be copied with their rows grouped, in pairs
+      (vpmaddwd's order) or quads (vpmaddubsw's and vpdpbusd's): a byte matmul's rhs.
     - ``computes``: the dtypes its output may have (the dtype it computes in); every
       input must widen into it exactly (``check_dtypes``).
     - ``reference(params, inputs, out)``: numpy semantics, written into the output
@@ -162,6 +164,7 @@ class KindInfo:
     vrf_operands: tuple[int, ...] = ()
     l2_views: tuple[int, ...] = ()
     row_dim: int | None = None
+    grouped_rows: tuple[int, ...] = ()
     scan: bool = False
     computes: tuple[Dtype, ...] = (Dtype.F32,)
     widens: bool = True
@@ -400,13 +403,13 @@ KINDS: dict[PrimKind, KindInfo] = {
     PrimKind.MATMUL: KindInfo(
         "Matmul", (), ("lhs", "rhs", "out"), (0, 1), (2,), (4, 4), _matmul_map,
         "Matmul", 1, _matmul_ref, flops_per_point=2, accum=PrimKind.MATMUL_ACCUM,
-        init=0.0, staging="full", vrf_operands=(1, 2), row_dim=1,
+        init=0.0, staging="full", vrf_operands=(1, 2), row_dim=1, grouped_rows=(1,),
         computes=(Dtype.F32, Dtype.S32), doc="out = lhs @ rhs (batched)"),
     PrimKind.MATMUL_ACCUM: KindInfo(
         "MatmulAccum", (), ("lhs", "rhs", "out"), (0, 1, 2), (2,), (4, 4), _matmul_map,
         "Matmul", 0, _matmul_accum_ref, flops_per_point=2, accumulates=True, staging="full",
-        vrf_operands=(1, 2), l2_views=(0,), row_dim=1, computes=(Dtype.F32, Dtype.S32),
-        doc="out += lhs @ rhs"),
+        vrf_operands=(1, 2), l2_views=(0,), row_dim=1, grouped_rows=(1,),
+        computes=(Dtype.F32, Dtype.S32), doc="out += lhs @ rhs"),
     # u8 x s8 with vpmaddubsw's semantics: the products of each k-pair summed with s16
     # saturation (|sum| > 32767 only if both bytes of a pair are large: u8 values < 128
     # never saturate), pairs added into s32. No Split: a loop over k must keep the pairs
@@ -414,13 +417,14 @@ KINDS: dict[PrimKind, KindInfo] = {
     PrimKind.MATMUL_SAT16: KindInfo(
         "MatmulSat16", (), ("lhs", "rhs", "out"), (0, 1), (2,), (4, 4), _matmul_map,
         "MatmulSat16", 1, _sat16_ref, flops_per_point=2, accum=PrimKind.MATMUL_SAT16_ACCUM,
-        init=0.0, staging="full", vrf_operands=(2,), row_dim=1, computes=(Dtype.S32,),
-        widens=False, doc="out = lhs @ rhs, each k-pair's sum saturated to s16"),
+        init=0.0, staging="full", vrf_operands=(2,), row_dim=1, grouped_rows=(1,),
+        computes=(Dtype.S32,), widens=False,
+        doc="out = lhs @ rhs, each k-pair's sum saturated to s16"),
     PrimKind.MATMUL_SAT16_ACCUM: KindInfo(
         "MatmulSat16Accum", (), ("lhs", "rhs", "out"), (0, 1, 2), (2,), (4, 4), _matmul_map,
         "MatmulSat16", 0, _sat16_accum_ref, flops_per_point=2, staging="full",
-        vrf_operands=(2,), row_dim=1, computes=(Dtype.S32,), widens=False,
-        doc="out += lhs @ rhs, each k-pair's sum saturated to s16"),
+        vrf_operands=(2,), row_dim=1, grouped_rows=(1,), computes=(Dtype.S32,),
+        widens=False, doc="out += lhs @ rhs, each k-pair's sum saturated to s16"),
     PrimKind.MOVE: KindInfo(
         "Move", (), ("src", "dst"), (0,), (1,), (1, MAX_RANK), _same(2), "Move", None,
         _copy_ref, computes=ANY_DTYPE, doc="dst = src (widened, if dst is wider)"),

@@ -139,7 +139,7 @@ def compute_actions_fingerprint(target: Target) -> str:
                       info.accum.name if info.accum else None,
                       None if info.init is None else repr(info.init), info.accumulates,
                       info.staging, info.vrf_operands, info.l2_views, info.row_dim,
-                      info.scan, maps])
+                      info.grouped_rows, info.scan, maps])
     ident = {
         "kinds": kinds,
         "kernels": table_for(target).identity(),

@@ -37,7 +37,7 @@ from morello.tensorspec import TensorSpec, fresh
 
 # Bump when the rules of ``layout_candidates`` or ``operand_moves`` change: Move indices
 # depend on them (``morello.rewrites.actions_fingerprint``).
-LAYOUT_SCHEME = 3
+LAYOUT_SCHEME = 4
 
 # The dtype an input of this dtype is widened into by a conversion Move: bf16 weights
 # into f32 (a shift), 8-bit integers into s16 (the operands of vpmaddwd).
@@ -229,7 +229,8 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
                     acts.extend(Move(i, level, lay) for lay in cands[start:] if lay.is_packed)
                 # Bytes kept narrow may be packed in quads of rows (vpmaddubsw's order).
                 # (From row-major only, so that no chain of relayouts is offered.)
-                quad = quad_layout(t.shape) if t.dtype.size == 1 and start == 1 else None
+                quad = (quad_layout(t.shape) if t.dtype.size == 1 and start == 1
+                        and i in info.grouped_rows else None)
                 if quad is not None and quad != t.layout and level in (Level.GL, Level.L1):
                     acts.append(Move(i, level, quad))
             if i not in info.writes:
@@ -238,12 +239,14 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
                 if wide is Dtype.F32 and level in (Level.GL, Level.L1):
                     acts.extend(Move(i, level, lay, None, wide) for lay in cands)
                 elif wide is Dtype.S16 and level in (Level.GL, Level.L1):
-                    pair = pair_layout(t.shape)
+                    grouped = i in info.grouped_rows
+                    pair = pair_layout(t.shape) if grouped else None
                     acts.extend(Move(i, level, lay, None, wide)
                                 for lay in (cands[0], pair) if lay is not None)
                     # Where the target multiplies bytes exactly four at a time
                     # (vpdpbusd), they may also stay narrow, in quads of rows.
-                    quad = quad_layout(t.shape) if target.byte_dots and start == 1 else None
+                    quad = (quad_layout(t.shape) if target.byte_dots and start == 1
+                            and grouped else None)
                     if quad is not None and quad != t.layout:
                         acts.append(Move(i, level, quad))
     return tuple(acts)
