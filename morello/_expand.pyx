@@ -293,7 +293,8 @@ cdef class Expander:
     cdef int64_t _kernel_rows(self, rows_t* rows, int64_t i, const int64_t* rec,
                               int64_t idx) except -1:
         """Select (``rewrites/select.py``), asking Python only when some kernel's
-        necessary conditions hold (unit dims, a VRF operand, its operands' levels)."""
+        necessary conditions hold (unit dims, a VRF operand, its operands' levels and
+        dtypes)."""
         cdef SpecGraph g = self.g
         cdef int64_t MR = g.max_rank, MO = g.max_operands, form = rec[0], k, d, op, mask
         cdef int64_t nk = g.f_nkernels.data[form], base = form * g.max_kernels, lev
@@ -309,6 +310,11 @@ cdef class Expander:
             for op in range(g.f_nops.data[form] if ok else 0):
                 mask = g.f_klev.data[(base + k) * MO + op]
                 lev = g.t_level.data[rec[1 + MR + op]]
+                if mask != -1 and lev >= 0 and not (mask >> lev) & 1:
+                    ok = False
+                    break
+                mask = g.f_kdt.data[(base + k) * MO + op]
+                lev = g.t_dtype.data[rec[1 + MR + op]]
                 if mask != -1 and lev >= 0 and not (mask >> lev) & 1:
                     ok = False
                     break

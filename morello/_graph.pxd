@@ -50,6 +50,7 @@ cdef class SpecGraph:
     cdef vec_t f_kunit                     # [max_kernels]: Spec dims that must be 1
     cdef vec_t f_kvrf                      # [max_kernels]: 1 if some operand must be VRF
     cdef vec_t f_klev                      # [max_kernels][max_operands]: level bitmask
+    cdef vec_t f_kdt                       # [max_kernels][max_operands]: dtype bitmask
     # tensors (operand TensorSpecs, by tensor id)
     cdef vec_t t_par                       # 1 if it may be tiled in parallel
     cdef vec_t t_vrf                       # 1 if it lives in VRF

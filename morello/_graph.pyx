@@ -65,16 +65,17 @@ cdef class SpecGraph:
         self.table_cb = table_cb
 
     def __dealloc__(self):
-        cdef vec_t* vs[32]
+        cdef vec_t* vs[33]
         vs[:] = [&self.records, &self.id_table, &self.f_rank, &self.f_nops, &self.f_native,
                  &self.f_member, &self.f_reads, &self.f_writes, &self.f_out, &self.f_nout,
                  &self.f_outdims, &self.f_row_dim, &self.f_accum, &self.f_fill,
                  &self.f_nsplit, &self.f_split, &self.f_move, &self.f_oprank,
                  &self.f_opdim, &self.f_opsrc, &self.f_opconst, &self.f_nkernels,
                  &self.f_kunit, &self.f_kvrf, &self.f_klev, &self.t_par, &self.t_vrf,
-                 &self.t_level, &self.t_stream, &self.t_blocks, &self.t_dtype, &self.t_coord]
+                 &self.t_level, &self.t_stream, &self.t_blocks, &self.t_dtype, &self.t_coord,
+                 &self.f_kdt]
         cdef int k
-        for k in range(32):
+        for k in range(33):
             _vec_free(vs[k])
         _map_free(&self.index)
         _map_free(&self.table_index)
@@ -106,6 +107,7 @@ cdef class SpecGraph:
                 _push(&self.f_kvrf, 0)
                 for k in range(self.max_operands):
                     _push(&self.f_klev, -1)
+                    _push(&self.f_kdt, -1)
             self.n_forms += 1
         return 0
 
@@ -180,6 +182,9 @@ cdef class SpecGraph:
                 self.f_klev.data[(form * MK + j) * MO + op] = (
                     kernels[j][2][op] if j < len(kernels) and len(kernels[j]) > 2
                     and op < len(kernels[j][2]) else -1)
+                self.f_kdt.data[(form * MK + j) * MO + op] = (
+                    kernels[j][3][op] if j < len(kernels) and len(kernels[j]) > 3
+                    and op < len(kernels[j][3]) else -1)
 
     def form_of(self, int64_t i):
         return self.records.data[i * self.width]

@@ -223,7 +223,8 @@ class Engine:
                    else self.form_of(PrimKind.MOVE, (), len(d)) for d in omap],
             operand_dims=[[(sdims[0] if sdims else -1, c) for sdims, c in dims]
                           for dims in omap],
-            kernels=[(k.unit_mask(rank), int(k.needs_vrf), k.level_masks(len(omap)))
+            kernels=[(k.unit_mask(rank), int(k.needs_vrf), k.level_masks(len(omap)),
+                      k.dtype_masks(len(omap)))
                      for k in self.kernels.for_kind(kind)])
         return f
 

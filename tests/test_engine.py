@@ -182,9 +182,9 @@ def test_cython_engine_equals_pure_python_dp(shape):
 
 
 def test_kernel_level_hints_are_necessary_conditions():
-    """Every kernel's ``levels`` (which the core tests before asking Python) holds on
-    every Spec its check accepts, over the Specs searches of several kinds reach, on
-    both targets: the hint never hides a kernel that would apply."""
+    """Every kernel's ``levels`` and ``dtypes`` (which the core tests before asking
+    Python) hold on every Spec its check accepts, over the Specs searches of several
+    kinds reach, on both targets: the hints never hide a kernel that would apply."""
     from morello.memory import AVX512, parse_target
 
     for target in ("avx2", "avx512"):
@@ -192,7 +192,10 @@ def test_kernel_level_hints_are_necessary_conditions():
         eng = Engine(tgt)
         for spec in (morello.matmul(8, 16, 24), morello.softmax(3, 40),
                      morello.reduce_sum(4, 24, dim=1), morello.add(4, 40),
-                     morello.matmul(1, 32, 8, dtypes=("f32", "bf16", "f32"))):
+                     morello.matmul(1, 32, 8, dtypes=("f32", "bf16", "f32")),
+                     morello.matmul(1, 64, 32, dtypes=("f32", "bf16", "f32")),
+                     morello.matmul(6, 8, 16, dtypes="u8,s8,s32", target=target),
+                     morello.matmul(6, 8, 16, dtypes="u8,s8,s32", saturate=True)):
             eng.solve(spec.canonical())
         checked = 0
         for spec in eng.specs:

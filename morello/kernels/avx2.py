@@ -9,6 +9,8 @@ from morello.cost import move_cost, stream_cost
 from morello.dtypes import Dtype
 from morello.kernels import stream
 from morello.kernels.base import (
+    BYTES,
+    F32,
     L1,
     MEM,
     NOT_RF,
@@ -845,7 +847,7 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("BroadcastVecMultAdd", PrimKind.MATMUL_ACCUM, _bvma_check,
            lambda s, t: _vecs(s.operands[2]) * t.costs.fma + t.costs.broadcast, 1, _bvma_emit,
            "broadcast a scalar of lhs, FMA with rhs vectors into out vectors",
-           unit_dims=(0, 1, 2), needs_vrf=True, levels=(RL, VRF, VRF)),
+           unit_dims=(0, 1, 2), needs_vrf=True, levels=(RL, VRF, VRF), dtypes=(F32, F32, F32)),
     # Not in the reference (whose register tiles are loops over BroadcastVecMultAdd): a
     # whole register tile's k loop, each step's FMAs over independent accumulators.
     *(Kernel(name, PrimKind.MATMUL_ACCUM, _outer_check(vectors), _outer_cost,
@@ -853,7 +855,7 @@ KERNELS: tuple[Kernel, ...] = (
              f"out (an m x n VRF tile, {vectors[0]} to {vectors[1]} vectors a row) += lhs "
              "(m x k, L1) * rhs (k x n, L1): per step of k a row of rhs in registers, m "
              "broadcasts of lhs, m * n/vs FMAs", unit_dims=(0,), needs_vrf=True,
-             levels=(L1, L1, VRF))
+             levels=(L1, L1, VRF), dtypes=(F32, F32, F32))
       for name, vectors in OUTER_VECTORS.items()),
     # Differs from the reference (k/4): adds the horizontal sum at the end.
     # Differs from the reference (k/4, one column, f32): up to 8 columns (weight rows)
@@ -861,23 +863,27 @@ KERNELS: tuple[Kernel, ...] = (
     # sums at the end.
     Kernel("DotProductLoop", PrimKind.MATMUL_ACCUM, dot_check, _dot_cost, 12, _dot_emit,
            "dot products of a contiguous f32 row with 1, 2, 4 or 8 contiguous f32 or bf16 "
-           "columns", unit_dims=(0, 1), levels=(L1, MEM, RL)),
+           "columns", unit_dims=(0, 1), levels=(L1, MEM, RL),
+           dtypes=(F32, (Dtype.F32, Dtype.BF16), F32)),
     # Not in the reference (x . W there broadcasts x over widened rows in registers):
     # all of k over up to 64 columns, 8 accumulators, widened by shift and mask.
     Kernel("WidenAxpyLoop", PrimKind.MATMUL_ACCUM, _axpy_check, _axpy_cost, 12, _axpy_emit,
            "x (f32 row) times bf16 weight rows summed into up to 64 columns of out, over "
            "all of k (even/odd columns widened by a shift and a mask, interleaved at the "
-           "end)", unit_dims=(0, 1), levels=(L1, MEM, L1)),
+           "end)", unit_dims=(0, 1), levels=(L1, MEM, L1),
+           dtypes=(F32, (Dtype.BF16,), F32)),
     # Not in the reference: u8 x s8 -> s32 there is a dot-product loop over bytes.
     Kernel("PairMaddS16", PrimKind.MATMUL_ACCUM, _madd_check, _madd_cost, 4, _madd_emit,
            "out (s32 vectors) += pairs of lhs (u8/s8/s16) times interleaved s16 rhs rows "
            "(vpmaddwd: exact, no saturation for 8-bit inputs)", unit_dims=(0,),
-           needs_vrf=True, levels=(L1, L1, VRF)),
+           needs_vrf=True, levels=(L1, L1, VRF),
+           dtypes=((*BYTES, Dtype.S16), (Dtype.S16,), (Dtype.S32,))),
     # Saturating u8 x s8 (MatmulSat16): the k loop is the kernel's (no Split may cut k).
     Kernel("MaddubsLoop", PrimKind.MATMUL_SAT16_ACCUM, _maddubs_check, _maddubs_cost, 2,
            _maddubs_emit, "out (s32 vectors) += u8 rows times s8 quads of rows, all of k "
            "(vpmaddubsw: each pair's sum saturates to s16; vpmaddwd by ones; vpaddd)",
-           unit_dims=(0,), needs_vrf=True, levels=(MEM, MEM, VRF)),
+           unit_dims=(0,), needs_vrf=True, levels=(MEM, MEM, VRF),
+           dtypes=((Dtype.U8,), (Dtype.S8,), (Dtype.S32,))),
     Kernel("MultAddSat16Loop", PrimKind.MATMUL_SAT16_ACCUM, _sat_scalar_check,
            lambda s, t: s.shape[2] * (4 * t.costs.scalar_op + t.costs.vector_move)
            + io_cost(s, t), 0, _sat_scalar_emit,
@@ -890,29 +896,32 @@ KERNELS: tuple[Kernel, ...] = (
            lambda s, t: t.costs.vector_move * (
                s.volume // (s.operands[0].vector_size or s.operands[1].vector_size)),
            0, _vassign_emit, "vector loads/stores between VRF and memory", needs_vrf=True,
-           levels=(NOT_RF, NOT_RF)),
+           levels=(NOT_RF, NOT_RF), dtypes=((Dtype.F32, Dtype.S32, Dtype.S16),) * 2),
     Kernel("VectorWidenBf16", PrimKind.MOVE, _widen_check,
            lambda s, t: 2 * t.costs.vector_move * _vecs(s.operands[1]) + io_cost(s, t), 0,
            _widen_emit, "bf16 in L1 widened into f32 vector registers (zero-extend, shift)",
-           needs_vrf=True, levels=(L1, VRF)),
+           needs_vrf=True, levels=(L1, VRF), dtypes=((Dtype.BF16,), F32)),
     Kernel("WidenCopyBf16", PrimKind.MOVE, _widen_copy_check,
            lambda s, t: stream.pass_cost(s.volume, t, 3, 0) + io_cost(s, t), 0, _widen_copy_emit,
-           "bf16 widened into an f32 buffer, both contiguous in L1", levels=(L1, L1)),
+           "bf16 widened into an f32 buffer, both contiguous in L1", levels=(L1, L1),
+           dtypes=((Dtype.BF16,), F32)),
     Kernel("WidenCopyInt", PrimKind.MOVE, _int_widen_check, _int_widen_cost, 0,
            _int_widen_emit, "u8/s8 widened into an s16 or s32 buffer (s16 into s32), both "
-           "contiguous in L1 (vpmovzx/vpmovsx)", levels=(L1, L1)),
+           "contiguous in L1 (vpmovzx/vpmovsx)", levels=(L1, L1),
+           dtypes=((*BYTES, Dtype.S16), (Dtype.S16, Dtype.S32))),
     Kernel("QuadPack", PrimKind.MOVE, _quad_pack_check,
            lambda s, t: 6 * t.costs.vector_move * (s.shape[2] // 8) + io_cost(s, t), 0,
            _quad_pack_emit, "four rows of bytes interleaved by column (vpmaddubsw's order)",
-           levels=(L1, L1)),
+           levels=(L1, L1), dtypes=(BYTES, BYTES)),
     Kernel("WidenPairPack", PrimKind.MOVE, _pair_pack_check,
            lambda s, t: 3 * t.costs.vector_move * (s.shape[2] // 8) + io_cost(s, t), 0,
            _pair_pack_emit, "two rows of u8/s8 widened into s16, interleaved (vpmaddwd's "
-           "operand order)", levels=(L1, L1)),
+           "operand order)", levels=(L1, L1), dtypes=(BYTES, (Dtype.S16,))),
     # Not in the reference: packing copies there go element by element.
     Kernel("VectorCopy", PrimKind.MOVE, _vcopy_check,
            lambda s, t: 2 * t.costs.vector_move * (s.volume // 8) + io_cost(s, t), 0, _vcopy_emit,
-           "contiguous copy in L1 by vector loads and stores (packing)", levels=(L1, L1)),
+           "contiguous copy in L1 by vector loads and stores (packing)", levels=(L1, L1),
+           dtypes=(F32, F32)),
     # Differs from the reference (cost 1 whatever the size): memset touches every line.
     Kernel("MemsetZero", PrimKind.FILL, _memset_check,
            lambda s, t: t.costs.scalar_op + move_cost(s.operands[0], t), 0, _memset_emit,
@@ -922,7 +931,8 @@ KERNELS: tuple[Kernel, ...] = (
            scalar=True, levels=(RL,)),
     Kernel("VectorFill", PrimKind.FILL, _vector_fill_check,
            lambda s, t: _vecs(s.operands[0]) * t.costs.vector_move, 0, _vector_fill_emit,
-           "vector registers = value", needs_vrf=True, levels=(VRF,)),
+           "vector registers = value", needs_vrf=True, levels=(VRF,),
+           dtypes=((Dtype.F32, Dtype.S32),)),
     # --- The memory-bound kinds (elementwise, broadcast, reductions, softmax family).
     *stream.rows(stream.AVX2),
 )

@@ -25,7 +25,7 @@ from morello.kernels.avx2 import (
     quad_rows,
     s32_tile,
 )
-from morello.kernels.base import L1, MEM, RL, VRF, Kernel, KernelTable, Reason, VecType
+from morello.kernels.base import F32, L1, MEM, RL, VRF, Kernel, KernelTable, Reason, VecType
 from morello.memory import Level, Target
 from morello.specs import PrimKind, Spec
 
@@ -123,12 +123,14 @@ AVX512_KERNELS = (
     # Not in the reference: its bf16 dot products are 8 lanes.
     Kernel("DotProductLoop16", PrimKind.MATMUL_ACCUM, _dot16_check, _dot16_cost, 12,
            _dot16_emit, "dot products of a contiguous f32 row with 4 or 8 contiguous bf16 "
-           "columns, 32 elements a step in 16 lanes", unit_dims=(0, 1), levels=(L1, MEM, RL)),
+           "columns, 32 elements a step in 16 lanes", unit_dims=(0, 1), levels=(L1, MEM, RL),
+           dtypes=(F32, (Dtype.BF16,), F32)),
     # Not in the reference: exact u8 x s8 there is a dot-product loop over bytes.
     Kernel("DpbusdLoop", PrimKind.MATMUL_ACCUM, _dpbusd_check, _dpbusd_cost, 2,
            _dpbusd_emit, "out (s32 vectors) += u8 rows times s8 quads of rows, all of k "
            "(vpdpbusd: four exact products summed into each s32, wrapping as numpy's "
-           "int32 does)", unit_dims=(0,), needs_vrf=True, levels=(MEM, MEM, VRF)),
+           "int32 does)", unit_dims=(0,), needs_vrf=True, levels=(MEM, MEM, VRF),
+           dtypes=((Dtype.U8,), (Dtype.S8,), (Dtype.S32,))),
 )
 
 TABLE = KernelTable("avx512", (*KERNELS, *stream.rows(stream.AVX512), *AVX512_KERNELS),

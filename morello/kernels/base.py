@@ -32,6 +32,8 @@ from morello.tensorspec import TensorSpec
 Reason = str | None
 
 RL = (Level.RF, Level.L1)     # a scalar's levels (``levels`` of a kernel row)
+F32 = (Dtype.F32,)              # dtypes of an operand (``dtypes`` of a kernel row)
+BYTES = (Dtype.U8, Dtype.S8)
 L1 = (Level.L1,)
 VRF = (Level.VRF,)
 MEM = (Level.GL, Level.L2, Level.L1)   # not in registers
@@ -106,6 +108,8 @@ class Kernel:
       part of the kernel's applicability (``applies_to`` and ``why_not`` test it before
       ``check``), so the core may test it too without asking Python: most Specs the
       search reaches have an operand in main memory or L2, where no kernel applies.
+    - ``dtypes``: the same per operand for dtypes (an integer search reaches many Specs
+      that only the integer kernels could take).
     """
 
     name: str
@@ -119,6 +123,7 @@ class Kernel:
     scalar: bool = False
     needs_vrf: bool = False
     levels: tuple[tuple[Level, ...] | None, ...] = ()
+    dtypes: tuple[tuple[Dtype, ...] | None, ...] = ()
     reference: Callable | None = field(default=None, compare=False)
 
     def applies_to(self, spec, target) -> bool:
@@ -126,6 +131,9 @@ class Kernel:
             return False
         for allowed, t in zip(self.levels, spec.operands):  # _level_reason, without words
             if allowed is not None and t.level not in allowed:
+                return False
+        for dts, t in zip(self.dtypes, spec.operands):
+            if dts is not None and t.dtype not in dts:
                 return False
         return self.check(spec, target) is None
 
@@ -139,7 +147,20 @@ class Kernel:
             if allowed is not None and t.level not in allowed:
                 names = "/".join(str(lvl) for lvl in allowed)
                 return f"{spec.info.operands[i]} must be in {names}"
+        for i, (dts, t) in enumerate(zip(self.dtypes, spec.operands)):
+            if dts is not None and t.dtype not in dts:
+                names = "/".join(str(d) for d in dts)
+                return f"{spec.info.operands[i]} must be {names}"
         return None
+
+    def dtype_masks(self, nops: int) -> list[int]:
+        """``dtypes`` as one bitmask (bit ``Dtype.code``) per operand, -1 for any (the
+        core's hint)."""
+        out = [-1] * nops
+        for i, dts in enumerate(self.dtypes[:nops]):
+            if dts is not None:
+                out[i] = sum(1 << d.code for d in set(dts))
+        return out
 
     def level_masks(self, nops: int) -> list[int]:
         """``levels`` as one bitmask (bit ``int(level)``) per operand, -1 for any (the
