@@ -18,16 +18,21 @@ the two are measured alike. Peak: ``cal_fma`` (12 chains).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-import ml_dtypes
-import numpy as np
-from timers import c_timer, optional_torch, py_timer
+# One thread for numpy's OpenBLAS too, whatever the caller's environment (before numpy
+# loads it): run without it, numpy's sgemv took both cores and looked twice as fast.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import morello
+import ml_dtypes  # noqa: E402
+import numpy as np  # noqa: E402
+from timers import c_timer, optional_torch, py_timer  # noqa: E402
+
+import morello  # noqa: E402
 from morello import calibrate
 from morello.memory import AVX2
 
