@@ -31,17 +31,21 @@ whether the model ranks fused against unfused the way this machine does.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-from timers import c_timer, optional_torch, py_timer
+# One thread for numpy's OpenBLAS (before numpy loads it), whatever the caller's environment.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import morello
-from morello import Bufferize, TileOut
-from morello.memory import Level
+import numpy as np  # noqa: E402
+from timers import c_timer, optional_torch, py_timer  # noqa: E402
+
+import morello  # noqa: E402
+from morello import Bufferize, TileOut  # noqa: E402
+from morello.memory import Level  # noqa: E402
 
 
 def _softmax_rows(x):

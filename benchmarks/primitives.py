@@ -14,15 +14,19 @@ and after the table; the main-memory column's ratio is against the lower of the 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
-import numpy as np
+# One thread for numpy's OpenBLAS (before numpy loads it), whatever the caller's environment.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import morello
-from morello import calibrate
-from morello.kinds import KINDS
-from morello.memory import AVX2
+import numpy as np  # noqa: E402
+
+import morello  # noqa: E402
+from morello import calibrate  # noqa: E402
+from morello.kinds import KINDS  # noqa: E402
+from morello.memory import AVX2  # noqa: E402
 
 # (label, constructor, sizes in L1 / L2 / main memory, keyword arguments)
 CASES = [

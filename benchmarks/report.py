@@ -43,8 +43,10 @@ print(json.dumps(out))
 
 def run(m, k, n, db, bench, target):
     t0 = time.perf_counter()
+    # numpy on one thread, whatever the caller's environment (the table says so).
+    env = {"OPENBLAS_NUM_THREADS": "1", **os.environ}
     p = subprocess.run([sys.executable, "-c", CHILD, str(m), str(k), str(n), db, bench, target],
-                       capture_output=True, text=True, cwd=tempfile.gettempdir())
+                       capture_output=True, text=True, cwd=tempfile.gettempdir(), env=env)
     if p.returncode:
         raise SystemExit(p.stderr)
     out = json.loads(p.stdout)
