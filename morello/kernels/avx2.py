@@ -459,20 +459,27 @@ def quad_rows(t: TensorSpec) -> bool:
     return quad and nxt.dim == 2 and nxt.pack is None
 
 
-def _maddubs_check(spec: Spec, target: Target) -> Reason:
+def quad_tile_check(spec: Spec, target: Target, most_n: int, extra: int) -> Reason:
+    """The byte kernels over all of k (``quad_loop_emit``): u8 rows of lhs in memory, s8
+    quads of rhs rows, an s32 register tile of up to ``most_n`` columns with ``extra``
+    registers beyond its accumulators and rhs vectors."""
     lhs, rhs, out = spec.operands
     b, m, k, n = spec.shape
-    if b != 1 or k % 4 or n % 8 or n > 24:
-        return "needs b = 1, k a multiple of 4, n a multiple of 8 up to 24"
+    if b != 1 or k % 4 or n % 8 or n > most_n:
+        return f"needs b = 1, k a multiple of 4, n a multiple of 8 up to {most_n}"
     if lhs.dtype is not Dtype.U8 or rhs.dtype is not Dtype.S8 or out.dtype is not Dtype.S32:
         return "u8 x s8 -> s32 only"
     if lhs.level.counts_registers or lhs.contig < 1 or lhs.stream_dim != 2:
         return "lhs rows must be contiguous in memory"
     if rhs.level.counts_registers or not quad_rows(rhs):
         return "rhs must be in memory, in quads of rows"
+    return s32_tile(out, m, n, extra, target)
+
+
+def _maddubs_check(spec: Spec, target: Target) -> Reason:
     # Beyond accumulators and rhs vectors: the ones, a broadcast, and one to spare (at
     # 16 the compiler spills: checked in tests/test_asm.py).
-    return s32_tile(out, m, n, 3, target)
+    return quad_tile_check(spec, target, 24, 3)
 
 
 def quad_loop_emit(w, spec, ops, step, setup: tuple[str, ...] = ()) -> None:
@@ -694,10 +701,8 @@ def _widen_emit(w, spec, ops, vt) -> None:
         w.line(f"{dst.vec(j)} = morello_bf16x{vs}({src.ptr(j * vs)});")
 
 
-def _widen_copy_check(spec: Spec, target: Target) -> Reason:
-    src, dst = spec.operands
-    if src.dtype is not Dtype.BF16 or dst.dtype is not Dtype.F32:
-        return "widens bf16 to f32 only"
+def _copy_operands_check(src: TensorSpec, dst: TensorSpec) -> Reason:
+    """A widening copy's operands: both contiguous in L1, of one layout."""
     if src.level is not Level.L1 or dst.level is not Level.L1:
         return "both operands must be in L1"
     if not (src.contiguous and dst.contiguous) or src.layout != dst.layout:
@@ -705,18 +710,30 @@ def _widen_copy_check(spec: Spec, target: Target) -> Reason:
     return None
 
 
-def _widen_copy_emit(w, spec, ops, vt) -> None:
-    src, dst = ops
-    n = spec.volume
+def _copy_loop_emit(w, src, dst, n: int, step: int, vector: str, scalar: str) -> None:
+    """``d[i] = f(s[i])`` over n elements: ``vector`` (a statement of ``i``) per ``step``,
+    ``scalar`` for the tail; ``s`` and ``d`` are the operands' typed pointers."""
     with w.block("{"):
-        w.line(f"const uint16_t *restrict s = {src.ptr(0)};")
-        w.line(f"float *restrict d = {dst.ptr(0)};")
-        if n >= 8:
-            with w.block(f"for (long i = 0; i < {n - n % 8}; i += 8) {{"):
-                w.line("_mm256_storeu_ps(d + i, morello_bf16x8(s + i));")
-        if n % 8:
-            with w.block(f"for (long i = {n - n % 8}; i < {n}; i++) {{"):
-                w.line("d[i] = morello_bf16_f32(s[i]);")
+        w.line(f"const {src.spec.dtype.c_type} *restrict s = {src.ptr(0)};")
+        w.line(f"{dst.spec.dtype.c_type} *restrict d = {dst.ptr(0)};")
+        if n >= step:
+            with w.block(f"for (long i = 0; i < {n - n % step}; i += {step}) {{"):
+                w.line(vector)
+        if n % step:
+            with w.block(f"for (long i = {n - n % step}; i < {n}; i++) {{"):
+                w.line(scalar)
+
+
+def _widen_copy_check(spec: Spec, target: Target) -> Reason:
+    src, dst = spec.operands
+    if src.dtype is not Dtype.BF16 or dst.dtype is not Dtype.F32:
+        return "widens bf16 to f32 only"
+    return _copy_operands_check(src, dst)
+
+
+def _widen_copy_emit(w, spec, ops, vt) -> None:
+    _copy_loop_emit(w, *ops, spec.volume, 8, "_mm256_storeu_ps(d + i, morello_bf16x8(s + i));",
+                    "d[i] = morello_bf16_f32(s[i]);")
 
 
 # Integer widenings by vector: (source, destination) -> (elements per step, intrinsic).
@@ -733,28 +750,16 @@ def _int_widen_check(spec: Spec, target: Target) -> Reason:
     src, dst = spec.operands
     if (src.dtype, dst.dtype) not in _INT_WIDEN:
         return "widens u8/s8 to s16/s32, or s16 to s32"
-    if src.level is not Level.L1 or dst.level is not Level.L1:
-        return "both operands must be in L1"
-    if not (src.contiguous and dst.contiguous) or src.layout != dst.layout:
-        return "operands must be contiguous, of one layout"
-    return None
+    return _copy_operands_check(src, dst)
 
 
 def _int_widen_emit(w, spec, ops, vt) -> None:
     src, dst = ops
-    n = spec.volume
     step, cvt = _INT_WIDEN[src.spec.dtype, dst.spec.dtype]
     load = "_mm_loadu_si128" if step * src.spec.dtype.size == 16 else "_mm_loadl_epi64"
-    with w.block("{"):
-        w.line(f"const {src.spec.dtype.c_type} *restrict s = {src.ptr(0)};")
-        w.line(f"{dst.spec.dtype.c_type} *restrict d = {dst.ptr(0)};")
-        if n >= step:
-            with w.block(f"for (long i = 0; i < {n - n % step}; i += {step}) {{"):
-                w.line(f"_mm256_storeu_si256((__m256i *)(d + i), "
-                       f"{cvt}({load}((const __m128i *)(s + i))));")
-        if n % step:
-            with w.block(f"for (long i = {n - n % step}; i < {n}; i++) {{"):
-                w.line(f"d[i] = ({dst.spec.dtype.c_type})s[i];")
+    _copy_loop_emit(w, src, dst, spec.volume, step,
+                    f"_mm256_storeu_si256((__m256i *)(d + i), {cvt}({load}((const __m128i *)"
+                    "(s + i))));", f"d[i] = ({dst.spec.dtype.c_type})s[i];")
 
 
 def _int_widen_cost(s: Spec, t: Target) -> int:

@@ -22,8 +22,7 @@ from morello.kernels.avx2 import (
     dot_finish,
     dot_sums_cost,
     quad_loop_emit,
-    quad_rows,
-    s32_tile,
+    quad_tile_check,
 )
 from morello.kernels.base import F32, L1, MEM, RL, VRF, Kernel, KernelTable, Reason, VecType
 from morello.memory import Level, Target
@@ -38,18 +37,8 @@ VECTOR_TYPES_512 = (
 
 
 def _dpbusd_check(spec: Spec, target: Target) -> Reason:
-    lhs, rhs, out = spec.operands
-    b, m, k, n = spec.shape
-    if b != 1 or k % 4 or n % 8 or n > 32:
-        return "needs b = 1, k a multiple of 4, n a multiple of 8 up to 32"
-    if lhs.dtype is not Dtype.U8 or rhs.dtype is not Dtype.S8 or out.dtype is not Dtype.S32:
-        return "u8 x s8 -> s32 only"
-    if lhs.level.counts_registers or lhs.contig < 1 or lhs.stream_dim != 2:
-        return "lhs rows must be contiguous in memory"
-    if rhs.level.counts_registers or not quad_rows(rhs):
-        return "rhs must be in memory, in quads of rows"
     # Beyond accumulators and rhs vectors: the broadcast and one to spare.
-    return s32_tile(out, m, n, 2, target)
+    return quad_tile_check(spec, target, 32, 2)
 
 
 def _dpbusd_emit(w, spec, ops, vt) -> None:
