@@ -521,15 +521,21 @@ def _maddubs_emit(w, spec, ops, vt) -> None:
                    ("const __m256i ones = _mm256_set1_epi16(1);",))
 
 
-def _maddubs_cost(s: Spec, t: Target) -> int:
+def quad_tile_cost(s: Spec, t: Target, per_vector: int) -> int:
+    """A ``quad_loop_emit`` kernel: per 4 of k, ``per_vector`` for each accumulator's
+    step, a load per rhs vector and a broadcast per row; operands outside L1 pay their
+    lines."""
     m, k, n = s.shape[1], s.shape[2], s.shape[3]
     c = t.costs
-    lhs, rhs = s.operands[0], s.operands[1]
-    # vpmaddubsw + vpmaddwd + vpaddd: three ops (two on the FMA ports) for 32
-    # multiply-adds, about 1.5 FMAs; operands outside L1 pay their lines.
-    mem = sum(move_cost(x, t) for x in (lhs, rhs) if x.level is not Level.L1)
-    return ((k // 4) * (m * (n // 8) * (c.fma + c.fma // 2) + (n // 8) * c.vector_move
+    mem = sum(move_cost(x, t) for x in s.operands[:2] if x.level is not Level.L1)
+    return ((k // 4) * (m * (n // 8) * per_vector + (n // 8) * c.vector_move
                         + m * c.broadcast) + mem)
+
+
+def _maddubs_cost(s: Spec, t: Target) -> int:
+    # vpmaddubsw + vpmaddwd + vpaddd: three ops (two on the FMA ports) for 32
+    # multiply-adds, about 1.5 FMAs.
+    return quad_tile_cost(s, t, t.costs.fma + t.costs.fma // 2)
 
 
 def _sat_scalar_check(spec: Spec, target: Target) -> Reason:

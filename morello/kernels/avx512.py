@@ -23,6 +23,7 @@ from morello.kernels.avx2 import (
     dot_sums_cost,
     quad_loop_emit,
     quad_tile_check,
+    quad_tile_cost,
 )
 from morello.kernels.base import F32, L1, MEM, RL, VRF, Kernel, KernelTable, Reason, VecType
 from morello.memory import Level, Target
@@ -46,14 +47,8 @@ def _dpbusd_emit(w, spec, ops, vt) -> None:
 
 
 def _dpbusd_cost(s: Spec, t: Target) -> int:
-    m, k, n = s.shape[1], s.shape[2], s.shape[3]
-    c = t.costs
-    lhs, rhs = s.operands[0], s.operands[1]
-    # One vpdpbusd (an FMA's port and latency) per 32 multiply-adds; operands outside
-    # L1 pay their lines.
-    mem = sum(move_cost(x, t) for x in (lhs, rhs) if x.level is not Level.L1)
-    return ((k // 4) * (m * (n // 8) * c.fma + (n // 8) * c.vector_move + m * c.broadcast)
-            + mem)
+    # One vpdpbusd (an FMA's port and latency) per 32 multiply-adds.
+    return quad_tile_cost(s, t, t.costs.fma)
 
 
 def _dot16_check(spec: Spec, target: Target) -> Reason:
