@@ -738,7 +738,9 @@ def _widen_copy_check(spec: Spec, target: Target) -> Reason:
 
 
 def _widen_copy_emit(w, spec, ops, vt) -> None:
-    _copy_loop_emit(w, *ops, spec.volume, 8, "_mm256_storeu_ps(d + i, morello_bf16x8(s + i));",
+    src, dst = ops
+    _copy_loop_emit(w, src, dst, spec.volume, 8,
+                    "_mm256_storeu_ps(d + i, morello_bf16x8(s + i));",
                     "d[i] = morello_bf16_f32(s[i]);")
 
 
