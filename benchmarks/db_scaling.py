@@ -145,6 +145,10 @@ def main() -> int:
         if p.returncode != 0:
             raise SystemExit(p.stderr)
         out["cold_1024_into_full"] = json.loads(p.stdout.strip().splitlines()[-1])
+        parts = out["cold_1024_into_full"]
+        print(f"  1024^3 into the filling database: search {parts['search']:.2f} s, "
+              f"write {parts['write']:.2f} s ({parts['pages']} pages), "
+              f"peak RSS {parts['rss_mib']:.0f} MiB", file=sys.stderr)
     out["fill"] = {"shapes": len(shapes), "seconds": round(fill_seconds, 1),
                    **db_figures(full)}
     print(f"full database: {out['fill']}", file=sys.stderr)
