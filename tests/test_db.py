@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import morello
 from morello import api
@@ -215,6 +217,59 @@ def test_pages_of_many_parts_are_compacted_and_keep_every_result(tmp_path, monke
         got = morello.synthesize(morello.matmul(*s), db=db)
         assert got.cost == morello.synthesize(morello.matmul(*s), db=False).cost
         fresh_session()
+
+
+def _simulate_saves(dbmod, saves, max_parts):
+    """Parts and boxes rewritten after a sequence of saves of ``saves`` fresh boxes."""
+    parts: list[tuple[int, int]] = []  # (version, nboxes), newest first
+    rewritten = 0
+    for version, fresh in enumerate(saves):
+        merged = (dbmod._merged_versions(parts, fresh)
+                  if len(parts) + 1 >= max_parts else [])
+        assert merged == [v for v, _ in parts[:len(merged)]]  # the newest ones
+        n = fresh + sum(b for _, b in parts[:len(merged)])
+        rewritten += n if merged else 0
+        parts = [(version, n)] + parts[len(merged):]
+        assert len(parts) < max_parts
+    return parts, rewritten
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 5000), min_size=1, max_size=300), st.integers(2, 10))
+def test_merges_take_the_newest_parts_and_keep_fewer_than_max_parts(saves, max_parts):
+    from morello import db as dbmod
+
+    old = dbmod.MAX_PARTS
+    dbmod.MAX_PARTS = max_parts  # (hypothesis runs many examples per fixture)
+    try:
+        parts, _ = _simulate_saves(dbmod, saves, max_parts)
+    finally:
+        dbmod.MAX_PARTS = old
+    assert sum(n for _, n in parts) == sum(saves)
+
+
+def test_small_saves_rewrite_each_box_a_few_times_not_once_per_compaction(monkeypatch):
+    """500 saves of 10 boxes into one page: each box is rewritten about 4 times
+    (compacting the whole page at every MAX_PARTS-th save rewrote each about 36 times)."""
+    from morello import db as dbmod
+
+    monkeypatch.setattr(dbmod, "MAX_PARTS", 8)
+    _, rewritten = _simulate_saves(dbmod, [10] * 500, 8)
+    assert rewritten <= 6 * 10 * 500
+
+
+def test_a_small_save_does_not_rewrite_a_large_part():
+    from morello import db as dbmod
+
+    stored = [(9, 40), (8, 30_000)] + [(v, 10 ** 6) for v in range(7, 7 - dbmod.MAX_PARTS, -1)]
+    stored = stored[:dbmod.MAX_PARTS - 1]
+    assert dbmod._merged_versions(stored, 25) == [9]
+    # Box counts are read from the file: nonsense ones steer the choice, never break it.
+    assert dbmod._merged_versions([(3, None), (2, -7), (1, "x")], 0) == [3, 2, 1]
+    # A page with more parts than MAX_PARTS (written so by another program) is brought
+    # back under it by one save, however the sizes grow.
+    many = [(v, 4 ** (20 - v)) for v in range(20, 8, -1)]
+    assert len(dbmod._merged_versions(many, 1)) == len(many) + 2 - dbmod.MAX_PARTS
 
 
 def test_a_change_to_a_kernel_or_cost_module_changes_the_fingerprint(tmp_path):
