@@ -625,9 +625,9 @@ class Store:
         merged: list[int] = []
         if len(stored) + 1 >= MAX_PARTS:
             fresh = cache.fresh_arrays(s)
-            merged = _merged_versions(stored, fresh[0].shape[-1] if fresh else 0)
+            merged = _merged_versions(stored, len(fresh[0]) if fresh else 0)
         frozen = None if merged else cache.fresh_frozen(s)
-        whole = len(merged) == len(stored)  # the merge leaves the page one part
+        whole = bool(merged) and len(merged) == len(stored)  # the page is one part now
         if merged:
             # Compaction: the boxes of the merged parts and the fresh ones (each optimal
             # throughout) in one new part, built like a search's (overlaps carved,
@@ -638,7 +638,7 @@ class Store:
                 "ORDER BY version", (tid, pb, *merged)).fetchall()]
             rows = np.concatenate([*(self._frozen(data, key, geo[1], page).rows()
                                      for data in old),
-                                   np.concatenate(cache.fresh_arrays(s), axis=1)])
+                                   np.concatenate(fresh, axis=1)])
             frozen = cache.build_part(table, rows)
             if frozen is not None:
                 self.conn.execute(f"DELETE FROM pages WHERE tbl = ? AND page = ? AND version "
@@ -650,24 +650,24 @@ class Store:
                               (tid, pb, seq, len(frozen), blob))
             # After a partial merge the cache's parts no longer match the file's: the
             # page is read again when next touched.
-            cache.saved(s, seq, frozen if whole or not merged else None, whole and bool(merged))
+            cache.saved(s, seq, frozen if whole or not merged else None, whole)
             return
         arrays = cache.fresh_arrays(s)
         if merged:
-            table_ = cache.new_table(table)
+            merged_table = cache.new_table(table)
             for data in old:
                 for a, b, v in zip(*self._decode(data, key, geo[1], page)):
-                    table_.put(a, b, v)
+                    merged_table.put(a, b, v)
             for a, b, v in zip(*arrays):
-                table_.put(a, b, v)
-            arrays = table_.to_arrays()
+                merged_table.put(a, b, v)
+            arrays = merged_table.to_arrays()
             self.conn.execute(f"DELETE FROM pages WHERE tbl = ? AND page = ? AND version "
                               f"IN ({marks})", (tid, pb, *merged))
         blob = pageblob.encode(*arrays)
         self.conn.execute("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?)",
                           (tid, pb, seq, len(arrays[0]), blob))
         part = self._frozen(blob, key, geo[1], page)
-        cache.saved(s, seq, part if whole or not merged else None, whole and bool(merged))
+        cache.saved(s, seq, part if whole or not merged else None, whole)
 
     def _table_id(self, key: tuple, blocks: tuple[int, ...]) -> int:
         from morello.coords import point_len
