@@ -639,10 +639,9 @@ class Store:
             rows = np.concatenate([*(self._frozen(data, key, geo[1], page).rows()
                                      for data in old),
                                    np.concatenate(fresh, axis=1)])
+            self.conn.execute(f"DELETE FROM pages WHERE tbl = ? AND page = ? AND version "
+                              f"IN ({marks})", (tid, pb, *merged))
             frozen = cache.build_part(table, rows)
-            if frozen is not None:
-                self.conn.execute(f"DELETE FROM pages WHERE tbl = ? AND page = ? AND version "
-                                  f"IN ({marks})", (tid, pb, *merged))
         if frozen is not None:  # built in bulk (PageCache.put_page): stored as it is
             payload, widths = frozen.stored_form()
             blob = pageblob.pack(payload, widths, len(frozen), frozen.ndim, frozen.nvalues)
@@ -652,8 +651,8 @@ class Store:
             # page is read again when next touched.
             cache.saved(s, seq, frozen if whole or not merged else None, whole)
             return
-        arrays = cache.fresh_arrays(s)
-        if merged:
+        arrays = fresh if merged else cache.fresh_arrays(s)
+        if merged:  # the rows make no part built in bulk: merged box by box
             merged_table = cache.new_table(table)
             for data in old:
                 for a, b, v in zip(*self._decode(data, key, geo[1], page)):
@@ -661,13 +660,11 @@ class Store:
             for a, b, v in zip(*arrays):
                 merged_table.put(a, b, v)
             arrays = merged_table.to_arrays()
-            self.conn.execute(f"DELETE FROM pages WHERE tbl = ? AND page = ? AND version "
-                              f"IN ({marks})", (tid, pb, *merged))
         blob = pageblob.encode(*arrays)
         self.conn.execute("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?)",
                           (tid, pb, seq, len(arrays[0]), blob))
-        part = self._frozen(blob, key, geo[1], page)
-        cache.saved(s, seq, part if whole or not merged else None, whole)
+        keep = whole or not merged
+        cache.saved(s, seq, self._frozen(blob, key, geo[1], page) if keep else None, whole)
 
     def _table_id(self, key: tuple, blocks: tuple[int, ...]) -> int:
         from morello.coords import point_len
