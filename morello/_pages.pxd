@@ -69,13 +69,15 @@ cdef class FrozenPage:
     cdef const unsigned char* data           # payload's bytes
     cdef int64_t width[2 * PAGE_MAX_NDIM + 16]   # per column: bytes per entry
     cdef int64_t offset[2 * PAGE_MAX_NDIM + 16]  # per column: its first byte
-    cdef uint64_t* keys                      # (n,) sorted hashes of exact coordinates
-    cdef int32_t* order                      # (n,) box of each sorted hash
+    cdef int64_t key[PAGE_MAX_NDIM]          # the exact dims that vary: the boxes' order
+    cdef int64_t nkeys                       # how many
+    cdef int64_t fixed[PAGE_MAX_NDIM]        # the exact dims of one value in every box
+    cdef int64_t nfixed                      # how many
 
     cdef int64_t col(self, int64_t c, int64_t i) noexcept nogil
     cdef void _column(self, int64_t c, int64_t* out) noexcept nogil
-    cdef bint _same_exact(self, int64_t a, int64_t b) noexcept nogil
-    cdef uint64_t _hash(self, const int64_t* pt) noexcept nogil
+    cdef int _permute(self, const int64_t* idx) except -1
+    cdef int64_t _cmp_point(self, const int64_t* pt, int64_t b) noexcept nogil
     cdef int64_t locate(self, const int64_t* pt) noexcept nogil
 
 
