@@ -660,7 +660,7 @@ class Store:
             for a, b, v in zip(*arrays):
                 merged_table.put(a, b, v)
             arrays = merged_table.to_arrays()
-        blob = pageblob.encode(*arrays)
+        blob = pageblob.encode(*_exact_order(arrays, key))
         self.conn.execute("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?)",
                           (tid, pb, seq, len(arrays[0]), blob))
         keep = whole or not merged
@@ -681,6 +681,17 @@ class Store:
                                                     _nvalues(), json.dumps(list(blocks))))
         assert cur.lastrowid is not None
         return cur.lastrowid
+
+
+def _exact_order(arrays, key: tuple):
+    """``(lo, hi, values)`` with the boxes in the order of their exact coordinates, the
+    order a FrozenPage searches (a part stored so is not sorted again when loaded)."""
+    lo, hi, values = arrays
+    _, exact = _key_dims(key)
+    if not exact or len(lo) < 2:
+        return arrays
+    order = np.lexsort(lo[:, list(exact)].T[::-1])
+    return lo[order], hi[order], values[order]
 
 
 def _reason(e: BaseException) -> str:
@@ -1006,7 +1017,8 @@ def merge(inputs: list, output) -> dict:
                                     raise DatabaseError(f"{p} is corrupt ({e})") from None
                                 out.conn.execute(
                                     "INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?)",
-                                    (otid, pb, seq, len(lo), pageblob.encode(lo, hi, values)))
+                                    (otid, pb, seq, len(lo),
+                                     pageblob.encode(*_exact_order((lo, hi, values), key))))
                         for spec, trace, cost in src.roots_of(ctx):
                             if (isinstance(spec, str) and isinstance(trace, str)
                                     and isinstance(cost, int) and len(spec) < MAX_ROOT_TEXT

@@ -137,6 +137,8 @@ def test_merged_databases_answer_what_each_answered(tmp_path):
         again = morello.synthesize(spec, db=out)
         assert again.stats.specs_solved == 0 and again.cost == cost
     assert morello.synthesize(specs[0], db=out, threads=2).cost == two.cost
+    for path in (a, b, out):  # searches' and merges' pages are stored in search order
+        assert _pages_out_of_exact_order(path) == 0
     # Without their roots, the merged pages alone answer every sub-Spec.
     import sqlite3
 
@@ -289,3 +291,24 @@ def test_a_change_to_a_kernel_or_cost_module_changes_the_fingerprint(tmp_path):
     assert after != before
     (tmp_path / "kernels" / "avx512.py").write_text("")
     assert rewrites.source_digest(tmp_path, names) != after
+
+
+def _pages_out_of_exact_order(path) -> int:
+    """How many stored parts have their boxes out of the order of their exact
+    coordinates (the order a FrozenPage searches: one stored so is not sorted again)."""
+    import sqlite3
+
+    from morello import db as dbmod
+    from morello import pageblob
+
+    bad = 0
+    with sqlite3.connect(path) as c:
+        tables = {tid: (dbmod._table_key(key), ndim)
+                  for tid, key, ndim in c.execute("SELECT id, key, ndim FROM tables")}
+        for tid, data in c.execute("SELECT tbl, data FROM pages"):
+            key, ndim = tables[tid]
+            lo, _, _ = pageblob.decode(data, ndim, dbmod._nvalues())
+            rows = [tuple(r) for r in lo[:, list(dbmod._key_dims(key)[1])].tolist()]
+            bad += rows != sorted(rows)
+    c.close()
+    return bad
