@@ -55,6 +55,51 @@ cdef inline int _cmp_keys(const int64_t* x, const int64_t* y, int64_t n) noexcep
     return 0
 
 
+cdef int _order_keys(const int64_t* keys, int64_t n, int64_t nk, int64_t* idx) except -1:
+    """The row indices 0..n-1 into ``idx`` in the lexicographic order of the ``n`` rows of
+    ``nk`` keys: by a radix sort of the keys packed into one integer (each key less its
+    least value, in as many bits as its range needs, the first key highest) when they fit
+    in 63 bits, as a page's mostly do; else by comparisons."""
+    cdef int64_t i, k, bits = 0
+    cdef int64_t kmin[PAGE_MAX_NDIM]
+    cdef int64_t shift[PAGE_MAX_NDIM]
+    cdef int64_t cols[PAGE_MAX_NDIM]
+    cdef uint64_t span, packed
+    cdef uint64_t* pairs = NULL
+    for k in range(nk):
+        kmin[k] = keys[k]
+        span = 0
+        for i in range(n):
+            if keys[i * nk + k] < kmin[k]:
+                kmin[k] = keys[i * nk + k]
+        for i in range(n):
+            if <uint64_t>(keys[i * nk + k] - kmin[k]) > span:
+                span = <uint64_t>(keys[i * nk + k] - kmin[k])
+        shift[k] = 64 - __builtin_clzll(span) if span else 0
+        bits += shift[k]
+    if bits > 63:
+        for k in range(nk):
+            cols[k] = k
+        return _sort_rows_by(<int64_t*>keys, n, nk, cols, nk, idx)
+    bits = 0
+    for k in range(nk - 1, -1, -1):  # widths into offsets: the last key lowest
+        shift[k], bits = bits, bits + shift[k]
+    try:
+        _grow(<void**>&pairs, n * 2 * sizeof(uint64_t))
+        for i in range(n):
+            packed = 0
+            for k in range(nk):
+                packed |= <uint64_t>(keys[i * nk + k] - kmin[k]) << shift[k]
+            pairs[2 * i] = packed
+            pairs[2 * i + 1] = <uint64_t>i
+        _sort_pairs(pairs, n)
+        for i in range(n):
+            idx[i] = <int64_t>pairs[2 * i + 1]
+    finally:
+        free(pairs)
+    return 0
+
+
 @cython.final
 cdef class FrozenPage:
     """A read-only page in the form it is stored: boxes as narrow little-endian columns
@@ -78,7 +123,6 @@ cdef class FrozenPage:
         cdef const int64_t* a
         cdef const int64_t* b
         cdef int64_t dims[PAGE_MAX_NDIM]
-        cdef int64_t key_cols[PAGE_MAX_NDIM]
         cdef bint overlap, in_order = True
         if not 1 <= ndim <= PAGE_MAX_NDIM or not 1 <= nvalues <= 16 or n < 0 \
                 or n >= (1 << 31) or len(widths) != ncols:
@@ -141,9 +185,7 @@ cdef class FrozenPage:
                     break
             if not in_order:
                 _grow(<void**>&idx, n * sizeof(int64_t))
-                for k in range(nk):
-                    key_cols[k] = k
-                _sort_rows_by(keys, n, nk, key_cols, nk, idx)
+                _order_keys(keys, n, nk, idx)
                 self._permute(idx)
                 for k in range(nk):
                     self._column(self.key[k], column)

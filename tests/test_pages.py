@@ -303,18 +303,20 @@ def exact_page_st(draw):
     ndim = draw(st.integers(1, 4))
     exact = sorted(draw(st.sets(st.integers(0, ndim - 1))))
     nvalues = draw(st.integers(1, 3))
+    # Exact coordinates 2^40 apart need more than 63 bits together (sorted by comparisons).
+    scale = draw(st.sampled_from([1, 1 << 40]))
     cells = draw(st.lists(st.tuples(*[st.integers(0, 3)] * ndim), unique=True, max_size=40))
     lo, hi, values = [], [], []
     for cell in cells:
         ext = [0 if d in exact else draw(st.integers(0, 1)) for d in range(ndim)]
-        start = [c if d in exact else 2 * c for d, c in enumerate(cell)]
+        start = [scale * c if d in exact else 2 * c for d, c in enumerate(cell)]
         lo.append(start)
         hi.append([s + e for s, e in zip(start, ext)])
         values.append(draw(st.lists(st.integers(-(1 << 40), 1 << 40), min_size=nvalues,
                                     max_size=nvalues)))
     arrays = (np.array(lo, np.int64).reshape(-1, ndim), np.array(hi, np.int64).reshape(-1, ndim),
               np.array(values, np.int64).reshape(-1, nvalues))
-    return arrays, exact
+    return arrays, exact, scale
 
 
 @settings(max_examples=150, deadline=None)
@@ -324,7 +326,7 @@ def test_a_frozen_page_in_any_order_finds_every_point_like_a_scan(case):
     coordinates; older files did not) are sorted when loaded and answer every point."""
     from morello._pages import FrozenPage
 
-    (lo, hi, values), exact = case
+    (lo, hi, values), exact, scale = case
     ndim, nvalues = lo.shape[1], values.shape[1]
     payload, widths, n = pageblob.unpack(pageblob.encode(lo, hi, values, False), ndim,
                                          nvalues)
@@ -332,7 +334,8 @@ def test_a_frozen_page_in_any_order_finds_every_point_like_a_scan(case):
     stored = {tuple(r) for r in page.rows().tolist()}
     assert stored == {tuple(r) for r in np.concatenate([lo, hi, values], 1).tolist()}
     assert page.nbytes() == len(payload) + 512  # no index beside the columns
-    for pt in itertools.product(*[range(4) if d in exact else range(8) for d in range(ndim)]):
+    for pt in itertools.product(*[range(0, 4 * scale, scale) if d in exact else range(8)
+                                  for d in range(ndim)]):
         inside = np.all((lo <= pt) & (pt <= hi), axis=1)
         want = tuple(values[np.argmax(inside)].tolist()) if inside.any() else None
         assert page.get(pt) == want
