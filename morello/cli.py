@@ -438,11 +438,18 @@ def cmd_bench(args) -> int:
     if ok:
         ins = prog.random_inputs()
         secs = timing.seconds(fn, ins, args.repeats)
-        np_secs = timing.numpy_seconds(prog.spec, ins, args.repeats)
+        # numpy on as many threads as morello's program, so that the two columns compare
+        # kernels, not core counts.
+        with timing.numpy_blas(prog.target.processors) as blas:
+            np_secs = timing.numpy_seconds(prog.spec, ins, args.repeats)
         result.update(seconds_per_call=secs, gflops=flops / secs / 1e9,
                       gbytes_per_s=nbytes / secs / 1e9,
                       numpy_seconds_per_call=np_secs, numpy_gflops=flops / np_secs / 1e9,
-                      numpy_gbytes_per_s=nbytes / np_secs / 1e9)
+                      numpy_gbytes_per_s=nbytes / np_secs / 1e9,
+                      numpy_blas=" ".join(str(blas[k]) for k in ("library", "version")
+                                          if blas[k]) or "unknown",
+                      numpy_blas_kernel=blas["kernel"] or "unknown",
+                      numpy_threads=blas["threads"] or "unknown")
     else:
         result.update(seconds_per_call=None, gflops=None)
     if args.json:

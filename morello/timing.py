@@ -15,6 +15,30 @@ def seconds(fn, ins, repeats: int = 7) -> float:
     return min(fn.time(*ins, iters=iters) for _ in range(max(1, repeats)))
 
 
+def numpy_blas(threads: int | None = None):
+    """A context in which numpy's BLAS uses ``threads`` threads (unchanged if None), and
+    what it then is: ``{"library", "version", "kernel", "threads"}`` (the kernel family
+    it picked for this CPU, e.g. OpenBLAS's ``Haswell`` or ``SkylakeX``), as far as
+    threadpoolctl reports it; without threadpoolctl, the BLAS keeps its own thread count
+    and the values are None."""
+    import contextlib
+
+    try:
+        from threadpoolctl import threadpool_info, threadpool_limits  # type: ignore[import-untyped]
+    except ImportError:
+        unknown = {"library": None, "version": None, "kernel": None, "threads": None}
+        return contextlib.nullcontext(unknown)
+
+    @contextlib.contextmanager
+    def limited():
+        with threadpool_limits(limits=threads, user_api="blas"):
+            info = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+            first = info[0] if info else {}
+            yield {"library": first.get("internal_api"), "version": first.get("version"),
+                   "kernel": first.get("architecture"), "threads": first.get("num_threads")}
+    return limited()
+
+
 def numpy_seconds(spec, ins, repeats: int = 7) -> float:
     """Seconds per call of the kind's numpy reference into a preallocated output (best of
     ``repeats``). Batch-1 matmuls run as 2-D matmuls, numpy's fastest path for them."""

@@ -66,6 +66,9 @@ def test_bench_json_prints_exactly_one_object(db):
     assert isinstance(result["spec"], str) and isinstance(result["cost"], int)
     for key in ("gflops", "seconds_per_call", "synthesis_seconds"):
         assert isinstance(result[key], float) and result[key] > 0
+    # numpy ran on as many threads as the program (1), and says which BLAS kernels
+    assert result["numpy_threads"] == 1 and result["threads"] == 1
+    assert result["numpy_blas"] != "unknown" and isinstance(result["numpy_blas_kernel"], str)
     assert p.stderr == ""  # --json is quiet
 
 
