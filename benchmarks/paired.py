@@ -61,6 +61,18 @@ SHAPES = ["64x64x64", "256x256x256", "512x512x512", "1024x1024x1024", "8x128x128
           "1x2048x16384"]
 
 
+def _calls_for(time_per_call, seconds: float = 0.02) -> int:
+    """Calls that take at least ``seconds`` in all, by ``time_per_call(calls)`` (seconds
+    per call over that many calls), grown until one timing is that long."""
+    calls = 1
+    while calls < 1 << 24:
+        total = time_per_call(calls) * calls
+        if total >= seconds:
+            return calls
+        calls = max(2 * calls, int(calls * 1.2 * seconds / max(total, 1e-9)))
+    return calls
+
+
 def _openblas():
     libs = Path(np.__file__).resolve().parent.parent / "numpy.libs"
     for so in sorted(libs.glob("libscipy_openblas*.so")):
@@ -130,8 +142,11 @@ def main() -> None:
 
             blas(1)
             np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-3)
-            once = max(fn.time(lhs, rhs, iters=1), blas(1))
-            iters = max(1, int(0.02 / max(once, 1e-9)))
+            # Calls per timing: enough that each takes >= 20 ms once warm (a first call,
+            # which starts threads, is no measure: timed alone it made 2-thread timings
+            # of a few calls each, dominated by waking the sleeping workers).
+            iters = max(_calls_for(lambda i, f=fn, x=lhs, y=rhs: f.time(x, y, iters=i)),
+                        _calls_for(blas))
             ours, theirs = [], []
             pause = PAUSE if args.threads > 1 else 0.0
             for _ in range(args.rounds):
