@@ -47,6 +47,7 @@ import json
 import os
 import sqlite3
 import stat
+import time
 from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
@@ -308,14 +309,29 @@ class Store:
                     f"{self.path} has database version {meta.get('version')!r:.20}, this "
                     f"morello reads version {VERSION}; delete it or pass another --db")
             if self.writable:
-                self.conn.execute("PRAGMA journal_mode=WAL")
+                self._wal()
                 self.conn.execute("PRAGMA synchronous=NORMAL")
         except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
             raise DatabaseError(f"{self.path} is corrupt or unreadable ({_reason(e)}); "
                                 "delete it or pass another --db") from None
 
+    def _wal(self) -> None:
+        """Put the file in WAL mode (persistent: the first opener does it). Switching the
+        mode answers "locked" at once, without the busy handler, while another process
+        opens the same new file: retry then, up to the busy timeout."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                if self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    self.conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
     def _create(self) -> None:
-        self.conn.execute("PRAGMA journal_mode=WAL")
+        self._wal()
         self.conn.execute("PRAGMA synchronous=NORMAL")
         with self._write():
             # Another process may have created it between our check and now.
