@@ -1,8 +1,9 @@
-"""Before/after: the programs two morellos emit for the same matmuls, alternated in one
-process.
+"""Before/after: the programs two morellos emit for the same matmuls (or row softmaxes),
+alternated in one process.
 
     python benchmarks/ab_programs.py --baseline DIR [--target avx512] [--rounds 11]
         [--dtypes u8,s8,s32] [--rhs-layout cm] [MxKxN ...]
+    python benchmarks/ab_programs.py --baseline DIR --op softmax [ROWSxCOLS ...]
 
 ``DIR`` holds another morello (``pip install --target DIR .`` of an older commit, or a
 copy of its ``morello/`` with ``codegen/`` as ``morello/codegen``). Each morello emits its
@@ -29,15 +30,16 @@ from morello.dtypes import parse_dtype
 from morello.memory import TARGETS, host_lacks
 
 
-def emit(pythonpath: str | None, shape: tuple[int, int, int], target: str,
-         dtypes: str, rhs_layout: str) -> str:
+def emit(pythonpath: str | None, shape: tuple[int, ...], target: str,
+         dtypes: str, rhs_layout: str, op: str = "matmul") -> str:
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     else:
         env.pop("PYTHONPATH", None)
-    p = subprocess.run([sys.executable, "-m", "morello", "emit", "matmul", *map(str, shape),
-                        "--target", target, "--dtypes", dtypes, "--rhs-layout", rhs_layout],
+    extra = ["--dtypes", dtypes, "--rhs-layout", rhs_layout] if op == "matmul" else []
+    p = subprocess.run([sys.executable, "-m", "morello", "emit", op, *map(str, shape),
+                        "--target", target, *extra],
                        capture_output=True, text=True, env=env,
                        cwd=tempfile.gettempdir())
     if p.returncode != 0:
@@ -53,11 +55,39 @@ def _random(rng, shape: tuple[int, int], dt: np.dtype) -> np.ndarray:
     return rng.integers(info.min, info.max, shape, endpoint=True).astype(dt)
 
 
-def load(source: str, target: str):
+def load(source: str, target: str, operands: int = 3):
     lib = ctypes.CDLL(str(compile_c(source, TARGETS[target].cflags)))
     lib.bench.restype = ctypes.c_double
-    lib.bench.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long]
+    lib.bench.argtypes = [ctypes.c_void_p] * operands + [ctypes.c_long]
     return lib
+
+
+def softmax_rows(args, base: str) -> None:
+    """The same comparison for ``softmax ROWS COLS`` (along the last dim), in ns per
+    element."""
+    print("| shape | before ns/elem | after ns/elem | median ratio before/after (speedup) |")
+    print("|---|---|---|---|")
+    for text in args.shapes:
+        r, c = map(int, text.split("x"))
+        libs = {name: load(emit(path, (r, c), args.target, "", "", "softmax"), args.target, 2)
+                for name, path in (("before", base), ("after", None))}
+        x = np.random.default_rng(0).uniform(-8, 8, (r, c)).astype(np.float32)
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        want = e / e.sum(axis=1, keepdims=True)
+        y = np.zeros_like(x)
+        for name, lib in libs.items():
+            y[:] = 0
+            if lib.bench(x.ctypes.data, y.ctypes.data, 1) < 0:
+                raise SystemExit(f"{name} {text}: the kernel could not allocate")
+            np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-7)
+        iters = max(1, int(0.03 / libs["after"].bench(x.ctypes.data, y.ctypes.data, 1)))
+        ns: dict[str, list[float]] = {name: [] for name in libs}
+        for _ in range(args.rounds):
+            for name, lib in libs.items():
+                ns[name].append(lib.bench(x.ctypes.data, y.ctypes.data, iters) / x.size * 1e9)
+        ratio = statistics.median(b / a for a, b in zip(ns["after"], ns["before"]))
+        print(f"| {text} | {statistics.median(ns['before']):.3f} | "
+              f"{statistics.median(ns['after']):.3f} | {ratio:.2f} |", flush=True)
 
 
 def main() -> None:
@@ -70,12 +100,19 @@ def main() -> None:
                     help="cm: rhs stored column-major (gemma's W[N×K] rows)")
     ap.add_argument("--dtypes", default="f32,f32,f32",
                     help="lhs,rhs,out dtypes (integer ones are checked exactly)")
-    ap.add_argument("shapes", nargs="*", default=["64x64x64", "256x256x256", "512x512x512"])
+    ap.add_argument("--op", choices=("matmul", "softmax"), default="matmul",
+                    help="softmax: shapes are ROWSxCOLS (default 512x1024 4096x4096)")
+    ap.add_argument("shapes", nargs="*")
     args = ap.parse_args()
     if reason := host_lacks(TARGETS[args.target]):
         raise SystemExit(reason)
     base = str(Path(args.baseline).resolve())
     print(f"target {args.target}; {args.rounds} alternating rounds, each >= 30 ms inside C\n")
+    if args.op == "softmax":
+        args.shapes = args.shapes or ["512x1024", "4096x4096"]
+        softmax_rows(args, base)
+        return
+    args.shapes = args.shapes or ["64x64x64", "256x256x256", "512x512x512"]
     dts = [np.dtype(parse_dtype(d).np) for d in args.dtypes.split(",")]
     print("| shape | before GOPS | after GOPS | median ratio after/before |")
     print("|---|---|---|---|")

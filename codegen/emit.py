@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 
 from morello.codegen.affine import Affine, Var
@@ -93,6 +93,12 @@ class OperandView:
     def __init__(self, ref: Ref, spec: TensorSpec) -> None:
         self.ref = ref
         self.spec = spec
+        # Set by the emitter when this kernel should prefetch the next tile of an
+        # enclosing loop (``_Emitter._stream_next``): a C expression, the element offset
+        # from any element of this view to the same element of that tile (0 on the
+        # loop's last iteration). A kernel that emits the prefetches sets ``prefetched``.
+        self.next_tile: str | None = None
+        self.prefetched = False
 
     def _offset(self) -> Offset:
         b = self.ref.buffer
@@ -150,6 +156,7 @@ class _Emitter:
         # Bytes of each heap buffer declaration: kept per thread between calls (see
         # morello_scratch in the prelude).
         self.scratch: list[int] = []
+        self.next_tiles: list[_NextTile] = []  # see _stream_next
 
     def emit(self, impl: Impl, refs: tuple[Ref, ...]) -> None:
         node = impl.action.apply(impl.spec, self.target)
@@ -159,8 +166,12 @@ class _Emitter:
             self._block(impl, node, refs)
         elif isinstance(node, KernelCall):
             ops = [OperandView(r, t) for r, t in zip(refs, impl.spec.operands)]
+            asked = self._ask_prefetch(impl, ops)
             self.kernels.by_name[node.kernel].emit(self.w, impl.spec, ops,
                                                    self.kernels.vector_type)
+            for i, nt in asked:
+                if ops[i].prefetched:
+                    nt.done = True
         else:  # pragma: no cover - every node kind is handled above
             raise TypeError(f"cannot emit {node}")
 
@@ -193,9 +204,12 @@ class _Emitter:
                 self.w.line(f"#pragma omp parallel for schedule(static) "
                             f"num_threads({self.threads})")
             with self.w.block(self._for(var)):
+                pushed = 0
                 if not node.parallel:
                     self._prefetch_next(body, refs, dims, var, size)
+                    pushed = self._stream_next(body, refs, dims, var, size)
                 self.emit(body, shifted(Affine.var(var, size)))
+                del self.next_tiles[len(self.next_tiles) - pushed:]
         if rem:
             self.emit(impl.children[1], shifted(full * size))
 
@@ -219,6 +233,58 @@ class _Emitter:
         with self.w.block(f"if ({var.name} + 1 < {var.extent}) {{"):
             for c in lines:
                 self.w.line(f"_mm_prefetch((const char *){nxt.at(c).ptr(0)}, _MM_HINT_T0);")
+
+    def _stream_next(self, body: Impl, refs, dims, var: Var, size: int) -> int:
+        """Ask for the next iteration's tile of each operand the body reads from main
+        memory in several passes (a softmax row: its max, then its exps, then...) to be
+        prefetched during the second pass: the first brings this tile into L1, and the
+        later ones touch no memory, so the hardware prefetchers idle while the core
+        computes. The kernel of that pass emits the prefetches through its loop
+        (``OperandView.next_tile``) if it can. Only for tiles that are one contiguous run
+        and fit half of L1 beside this one. (4096x4096 softmax, AVX2, one thread: 1.19x
+        in paired hand tests, with the prefetches in the exp pass; 0.96x in the max
+        pass, 0.86x all issued at the start of the iteration.) Returns how many
+        operands it asked for (kept in ``self.next_tiles`` while the body is emitted)."""
+        reads = body.spec.kind.info.reads
+        writes = body.spec.kind.info.writes
+        room = self.target.capacity[Level.L1] * self.target.line_bytes // 2
+        pushed = 0
+        for o, (r, d) in enumerate(zip(refs, dims)):
+            t = body.spec.operands[o]
+            if (d is None or r.buffer.registers or o not in reads or o in writes
+                    or t.level is not Level.GL or not t.contiguous
+                    or not self.target.line_bytes <= t.bytes <= room or var.extent < 2):
+                continue
+            here = OperandView(r, t)._offset()
+            there = OperandView(r.shifted(d, size), t)._offset()
+            if not isinstance(here, Affine) or not isinstance(there, Affine):
+                continue
+            step = (there + here.scaled(-1)).constant
+            if not step:
+                continue
+            self.next_tiles.append(_NextTile(
+                r.buffer, f"{var.name} + 1 < {var.extent} ? {step} : 0"))
+            pushed += 1
+        return pushed
+
+    def _ask_prefetch(self, impl: Impl, ops: list[OperandView]) -> list[tuple[int, _NextTile]]:
+        """Set ``next_tile`` on the operands of a kernel that is the second pass over a
+        tile ``_stream_next`` asked for; returns ``(operand, request)`` pairs."""
+        asked: list[tuple[int, _NextTile]] = []
+        if not self.next_tiles:
+            return asked
+        reads = impl.spec.kind.info.reads
+        for nt in self.next_tiles:
+            if nt.done:
+                continue
+            for i in reads:
+                if ops[i].ref.buffer is nt.buffer:
+                    nt.passes.add(id(impl))  # unrolled copies of one pass count once
+                    if len(nt.passes) == 2 and ops[i].next_tile is None:
+                        ops[i].next_tile = nt.offset
+                        asked.append((i, nt))
+                    break
+        return asked
 
     def _register_load(self, impl: Impl) -> int | None:
         """The operand of ``impl``'s Spec whose tile ``impl`` first copies into registers
@@ -291,6 +357,17 @@ class _Emitter:
         self.w.line(f"{ctype} *restrict {name} = ({ctype} *)morello_scratch("
                     f"&morello_scratch_p[{slot}], &morello_scratch_n[{slot}], {nbytes});")
         return Buffer(name, new, False)
+
+
+@dataclass
+class _NextTile:
+    """A request of ``_Emitter._stream_next``: prefetch the next tile of ``buffer``,
+    ``offset`` elements on (a C expression), in the second kernel that reads it."""
+
+    buffer: Buffer
+    offset: str
+    passes: set[int] = field(default_factory=set)
+    done: bool = False
 
 
 # At most this many prefetches per loop iteration (a register tile has at most 32 lines).

@@ -227,3 +227,34 @@ def test_the_native_core_and_the_python_expansion_agree_on_softmax():
         a, _ = Engine(AVX2).solve(spec)
         b, _ = Engine(AVX2, native=False).solve(spec)
         assert a is not None and a.cost == b.cost
+
+
+def _loop_bodies(c: str) -> list[str]:
+    """The text of each innermost ``for (long q ...)`` loop of emitted C."""
+    bodies = []
+    for part in c.split("for (long q")[1:]:
+        bodies.append(part.split("}\n", 1)[0])
+    return bodies
+
+
+def test_a_row_loop_prefetches_the_next_rows_in_its_exp_pass(db):
+    """Rows read from main memory in several passes (max, then exps, then the scale):
+    the second pass, the exps, prefetches the same elements of the next tile of rows
+    (``codegen.emit._Emitter._stream_next``), the first does not (the hardware follows
+    that stream), and the last tile prefetches itself, not past the input. A one-pass
+    row loop (relu) gets none. Both still match numpy."""
+    prog = morello.synthesize(morello.softmax(64, 1024), db=db)
+    c = prog.c_source
+    assert c.count("p0_next = ") == 1, c
+    with_pf = [b for b in _loop_bodies(c) if "_mm_prefetch((const char *)(p0_next" in b]
+    assert with_pf and all("morello_exp8_neg" in b for b in with_pf), c
+    assert not any("_max_ps" in b for b in with_pf)
+    tiles = [n for n in prog.impl.walk() if str(n.action).startswith("TileOut(dim=0")]
+    rows = tiles[0].children[0].spec.operands[0].shape[0]  # the outer loop's tile
+    assert f"? {rows * 1024} : 0)" in c, c
+    ok, err = prog.verify()
+    assert ok, err
+    relu = morello.synthesize(morello.relu(64, 1024), db=db)
+    assert "_next" not in relu.c_source
+    ok, err = relu.verify()
+    assert ok, err

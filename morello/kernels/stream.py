@@ -114,9 +114,34 @@ def _at(p: str, off: int | str) -> str:
     return p if off == 0 else f"{p} + {off}"
 
 
-def _stream_emit(w, v: Width, n: int, reads: list[str], write: str, vop, sop) -> None:
+def next_tile(w, view, ptr: str) -> str | None:
+    """If the emitter asks this kernel to prefetch the next tile of an enclosing loop
+    through ``view`` (``OperandView.next_tile``, see ``morello.codegen.emit``), declare
+    a pointer to the element of that tile that matches ``ptr`` (a local pointer to the
+    view's origin) and return its name; else None. Pass it to ``prefetch_lines`` in the
+    kernel's main loop."""
+    if view.next_tile is None:
+        return None
+    view.prefetched = True
+    w.line(f"const float *{ptr}_next = {ptr} + ({view.next_tile});")
+    return f"{ptr}_next"
+
+
+def prefetch_lines(w, nxt: str | None, q: str, floats: int) -> None:
+    """Prefetch into L1 the lines of ``nxt[q .. q + floats)`` (one per 64 bytes, the
+    loop's step): ``floats`` a multiple of 16."""
+    if nxt is None:
+        return
+    for b in range(0, floats * 4, 64):
+        w.line(f"_mm_prefetch((const char *)({nxt} + {q}){f' + {b}' if b else ''}, "
+               "_MM_HINT_T0);")
+
+
+def _stream_emit(w, v: Width, n: int, reads: list[str], write: str, vop, sop,
+                 prefetch: str | None = None) -> None:
     """``write[i] = op(reads[0][i], ...)`` for i < n, over local pointers: ``vop`` makes
-    the vector expression from vector expressions, ``sop`` the scalar one."""
+    the vector expression from vector expressions, ``sop`` the scalar one; ``prefetch``
+    (from ``next_tile``) is prefetched along the main loop."""
     lanes = v.lanes
 
     def vec(off) -> None:
@@ -125,6 +150,7 @@ def _stream_emit(w, v: Width, n: int, reads: list[str], write: str, vop, sop) ->
     n4, n1 = n // (4 * lanes) * 4 * lanes, n // lanes * lanes
     if n4 > 4 * lanes:
         with w.block(f"for (long q = 0; q < {n4}; q += {4 * lanes}) {{"):
+            prefetch_lines(w, prefetch, "q", 4 * lanes)
             for j in range(4):
                 vec(_at("q", lanes * j))
     else:
@@ -137,6 +163,12 @@ def _stream_emit(w, v: Width, n: int, reads: list[str], write: str, vop, sop) ->
     elif n > n1:
         with w.block(f"for (long q = {n1}; q < {n}; q++) {{"):
             w.line(f"{write}[q] = {sop([f'{p}[q]' for p in reads])};")
+
+
+def _main_loop_next(w, v: Width, n: int, view, ptr: str) -> str | None:
+    """``next_tile`` for a ``_stream_emit`` of ``n`` elements: only if it has a main
+    loop to carry the prefetches."""
+    return next_tile(w, view, ptr) if n // (4 * v.lanes) * 4 * v.lanes > 4 * v.lanes else None
 
 
 def _pointers(w, ops, writes: tuple[int, ...]) -> list[str]:
@@ -379,6 +411,7 @@ def _exp_sum_loop(w, v: Width, src, mx, n: int, store: str | None, fold: str,
     lanes = v.lanes
     n2, n1 = n // (2 * lanes) * 2 * lanes, n // lanes * lanes
     w.line(f"const float *restrict p0 = {src.ptr(0)};")
+    nxt = next_tile(w, src, "p0") if n2 > 2 * lanes else None
     w.line(f"const float m = {mx.lval()};")
     w.line("float r = 0.0f;")
     if n1:
@@ -394,6 +427,7 @@ def _exp_sum_loop(w, v: Width, src, mx, n: int, store: str | None, fold: str,
                        f"{acc} = {v.op('add')}({acc}, e); }}")
         if n2 > 2 * lanes:
             with w.block(f"for (long q = 0; q < {n2}; q += {2 * lanes}) {{"):
+                prefetch_lines(w, nxt, "q", 2 * lanes)
                 step("acc0", "q")
                 step("acc1", f"q + {lanes}")
         elif n2:
@@ -439,7 +473,8 @@ def _exp_normalize_emit(v: Width):
                 w.line(f"const {v.reg} mv = {v.set1('m')}, iv = {v.set1('inv')};")
             _stream_emit(w, v, n, ["p0"], "p3",
                          lambda x: f"{v.op('mul')}({v.exp_neg}({v.op('sub')}({x[0]}, mv)), iv)",
-                         lambda x: f"morello_expf({x[0]} - m) * inv")
+                         lambda x: f"morello_expf({x[0]} - m) * inv",
+                         _main_loop_next(w, v, n, src, "p0"))
     return emit
 
 
@@ -459,7 +494,8 @@ def _exp_row_emit(v: Width):
                 w.line(f"const {v.reg} mv = {v.set1('m')};")
             _stream_emit(w, v, spec.volume, ["p0"], "p2",
                          lambda x: f"{v.exp_neg}({v.op('sub')}({x[0]}, mv))",
-                         lambda x: f"morello_expf({x[0]} - m)")
+                         lambda x: f"morello_expf({x[0]} - m)",
+                         _main_loop_next(w, v, spec.volume, src, "p0"))
     return emit
 
 
