@@ -22,7 +22,10 @@ cdef class SpecGraph:
     cdef readonly int64_t n_levels         # memory levels (limit coordinates)
     cdef int64_t reg[HARD_MAX_LEVELS]      # 1 if a level counts registers (no pow2)
     # records: [form, shape[max_rank] (0-padded), tids[max_operands] (-1), serial]
-    cdef map_t index                       # record -> logical id
+    cdef int64_t* islots                   # the index, record -> logical id: slots of
+    cdef int64_t icap                      #   pw packed key words and id + 1 (0: empty),
+    cdef int64_t pw                        #   icap of them (a power of two, or 0)
+    cdef map_t wide                        # records with a field beyond 32 bits -> id
     cdef vec_t records                     # width ints per logical id
     cdef vec_t id_table                    # per logical id: its persistent table, or -1
     # forms: a kind with its parameters at one rank (see morello.search.FormInfo)
@@ -65,6 +68,10 @@ cdef class SpecGraph:
 
     cdef int _ensure_forms(self, int64_t n) except -1
     cdef int64_t intern(self, const int64_t* rec) except -2
+    cdef bint _pack(self, const int64_t* rec, int64_t* key) noexcept nogil
+    cdef int64_t _intern_wide(self, const int64_t* rec) except -2
+    cdef int _add_record(self, const int64_t* rec) except -1
+    cdef int _index_grow(self) except -1
     cdef int64_t _table_of(self, int64_t* key, int64_t nops) except -2
     cdef void operand_shape(self, const int64_t* rec, int64_t op,
                             int64_t* out) noexcept nogil

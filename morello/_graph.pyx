@@ -18,10 +18,20 @@ Tensors (operand TensorSpecs) are interned in Python; the graph keeps the attrib
 each that the expander and the table bridge read.
 """
 cimport cython
-from libc.stdint cimport int64_t
+from libc.stdint cimport INT32_MAX, INT32_MIN, int64_t, uint32_t, uint64_t
+from libc.stdlib cimport calloc, free
 from libc.string cimport memcpy
 
-from morello._vec cimport _map_free, _map_get, _map_put, _push, _vec_free, vec_t
+from morello._vec cimport (
+    _hash_key,
+    _map_free,
+    _map_get,
+    _map_put,
+    _push,
+    _same_row,
+    _vec_free,
+    vec_t,
+)
 
 
 cdef extern from *:
@@ -60,7 +70,8 @@ cdef class SpecGraph:
         self.n_levels = len(register_levels)
         for l in range(self.n_levels):
             self.reg[l] = 1 if register_levels[l] else 0
-        self.index.width = self.width
+        self.pw = (self.width + 1) // 2
+        self.wide.width = self.width
         self.table_index.width = 1 + max_operands
         self.table_cb = table_cb
 
@@ -77,7 +88,8 @@ cdef class SpecGraph:
         cdef int k
         for k in range(33):
             _vec_free(vs[k])
-        _map_free(&self.index)
+        free(self.islots)
+        _map_free(&self.wide)
         _map_free(&self.table_index)
 
     # ---- forms ----------------------------------------------------------------------
@@ -255,29 +267,111 @@ cdef class SpecGraph:
         return self.records.n // self.width
 
     cdef int64_t intern(self, const int64_t* rec) except -2:
-        cdef int64_t i = _map_get(&self.index, rec), j, form = rec[0], t
-        cdef int64_t key[1 + HARD_MAX_OPERANDS]
+        """The logical id of record ``rec``, added if new.
+
+        The index keeps each record packed (two 32-bit fields a word) beside its id in
+        open-addressed slots, so a lookup that finds its record touches one slot, not a
+        slot and then a record elsewhere: interning is the search's hottest step, and
+        was half its time in those two cache misses (a 64^3 search). Records with a
+        field beyond 32 bits (sizes up to 2^50 are allowed) go to a plain map."""
+        cdef int64_t key[2 + HARD_MAX_RANK + HARD_MAX_OPERANDS]  # pw used
         cdef int64_t copy[2 + HARD_MAX_RANK + HARD_MAX_OPERANDS]
-        if i >= 0:
-            return i
-        memcpy(copy, rec, self.width * sizeof(int64_t))
+        cdef int64_t pw = self.pw, stride = self.pw + 1, mask, pos, i
+        cdef int64_t* slot
+        cdef uint64_t h = 0
+        if not self._pack(rec, key):
+            return self._intern_wide(rec)
+        h = _hash_key(key, pw)
+        if self.icap:
+            mask = self.icap - 1
+            pos = <int64_t>(h & <uint64_t>mask)
+            while True:
+                slot = self.islots + pos * stride
+                if slot[pw] == 0:
+                    break
+                if _same_row(slot, key, pw):
+                    return slot[pw] - 1
+                pos = (pos + 1) & mask
+        memcpy(copy, rec, self.width * sizeof(int64_t))  # rec may point into records
         i = self.records.n // self.width
+        if 4 * (i + 1) > 3 * self.icap:  # at most 3/4 full
+            self._index_grow()
+        mask = self.icap - 1
+        pos = <int64_t>(h & <uint64_t>mask)
+        while self.islots[pos * stride + pw] != 0:
+            pos = (pos + 1) & mask
+        slot = self.islots + pos * stride
+        memcpy(slot, key, pw * sizeof(int64_t))
+        slot[pw] = i + 1
+        self._add_record(copy)
+        return i
+
+    cdef int _add_record(self, const int64_t* rec) except -1:
+        """Append ``rec`` (not in ``records``) as the next id, with its table."""
+        cdef int64_t tkey[1 + HARD_MAX_OPERANDS]
+        cdef int64_t j, t, form = rec[0]
         for j in range(self.width):
-            _push(&self.records, copy[j])
-        _map_put(&self.index, copy, i)
+            _push(&self.records, rec[j])
         # The persistent table: per form and operand dtypes.
-        key[0] = form
+        tkey[0] = form
         for j in range(self.max_operands):
-            key[1 + j] = -1
+            tkey[1 + j] = -1
             if j < self.f_nops.data[form]:
-                key[1 + j] = self.t_dtype.data[copy[1 + self.max_rank + j]]
-        t = _map_get(&self.table_index, key)
+                tkey[1 + j] = self.t_dtype.data[rec[1 + self.max_rank + j]]
+        t = _map_get(&self.table_index, tkey)
         if t == -1 and self.table_cb is not None:
-            t = self._table_of(key, self.f_nops.data[form])
+            t = self._table_of(tkey, self.f_nops.data[form])
         elif t >= 0:
             t -= 2  # stored as table + 2 so that -1 (none) differs from a miss
         _push(&self.id_table, t)
+        return 0
+
+    cdef bint _pack(self, const int64_t* rec, int64_t* key) noexcept nogil:
+        """``key``: the record's fields two to a word; False if one does not fit 32
+        bits."""
+        cdef int64_t j, v
+        cdef uint64_t w
+        for j in range(self.pw):
+            key[j] = 0
+        for j in range(self.width):
+            v = rec[j]
+            if v < INT32_MIN or v > INT32_MAX:
+                return False
+            w = <uint64_t><uint32_t>v
+            key[j >> 1] = <int64_t>(<uint64_t>key[j >> 1] | (w << (32 * (j & 1))))
+        return True
+
+    cdef int64_t _intern_wide(self, const int64_t* rec) except -2:
+        """``intern`` of a record with a field beyond 32 bits."""
+        cdef int64_t copy[2 + HARD_MAX_RANK + HARD_MAX_OPERANDS]
+        cdef int64_t i = _map_get(&self.wide, rec)
+        if i >= 0:
+            return i
+        memcpy(copy, rec, self.width * sizeof(int64_t))  # rec may point into records
+        i = self.records.n // self.width
+        _map_put(&self.wide, copy, i)
+        self._add_record(copy)
         return i
+
+    cdef int _index_grow(self) except -1:
+        """Double the index's slots (at least 1024) and put every key in again."""
+        cdef int64_t cap = max(<int64_t>1024, 2 * self.icap), stride = self.pw + 1
+        cdef int64_t pw = self.pw, mask = cap - 1, pos, s
+        cdef int64_t* old = self.islots
+        cdef int64_t* new = <int64_t*>calloc(cap * stride, sizeof(int64_t))
+        if new == NULL:
+            raise MemoryError(f"could not allocate {cap * stride * 8} bytes")
+        for s in range(self.icap):
+            if old[s * stride + pw] == 0:
+                continue
+            pos = <int64_t>(_hash_key(old + s * stride, pw) & <uint64_t>mask)
+            while new[pos * stride + pw] != 0:
+                pos = (pos + 1) & mask
+            memcpy(new + pos * stride, old + s * stride, stride * sizeof(int64_t))
+        self.islots = new
+        self.icap = cap
+        free(old)
+        return 0
 
     cdef int64_t _table_of(self, int64_t* key, int64_t nops) except -2:
         """Ask ``table_cb`` for the table of ``key`` (form, dtype codes) and cache it."""

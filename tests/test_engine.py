@@ -116,9 +116,15 @@ def _graph(max_rank: int, max_operands: int) -> SpecGraph:
     return g
 
 
-@given(st.lists(st.tuples(st.lists(st.integers(1, 1 << 40), min_size=7, max_size=7),
+# Sizes up to 2^50 are allowed: records whose fields all fit 32 bits are interned packed,
+# the others in a plain map (SpecGraph.intern); draw both, and sizes around 2^31.
+_SIZE = st.one_of(st.integers(1, 8), st.integers((1 << 31) - 2, (1 << 31) + 1),
+                  st.integers(1, 1 << 40))
+
+
+@given(st.lists(st.tuples(st.lists(_SIZE, min_size=7, max_size=7),
                           st.lists(st.integers(0, 9), min_size=4, max_size=4),
-                          st.booleans()), min_size=1, max_size=30))
+                          st.booleans()), min_size=1, max_size=60))
 def test_four_operand_rank_seven_records_round_trip(records):
     g = _graph(7, 4)
     ids = {}
@@ -127,6 +133,21 @@ def test_four_operand_rank_seven_records_round_trip(records):
         assert ids.setdefault((tuple(shape), tuple(tids), serial), i) == i
         assert g.record(i) == (0, tuple(shape), tuple(tids), serial)
     assert g.n_ids == len(ids)
+    for (shape, tids, serial), i in ids.items():
+        assert g.intern_spec(0, list(shape), list(tids), serial) == i
+
+
+def test_the_index_finds_every_record_after_it_grew():
+    """20,000 records, packed and wide ones mixed: the index grows several times (from
+    1024 slots, at 3/4 full) and still finds each, with its first id."""
+    g = _graph(7, 4)
+    recs = [([1 + i % 97, 1 + i // 97, 3, 4, 5, 6, (1 << 40) if i % 7 == 0 else 7],
+             [i % 10, 0, 1, 2], bool(i % 2)) for i in range(20_000)]
+    ids = [g.intern_spec(0, *r) for r in recs]
+    assert ids == list(range(len(recs)))
+    assert [g.intern_spec(0, *r) for r in recs] == ids
+    assert g.record(12_345) == (0, tuple(recs[12_345][0]), tuple(recs[12_345][1]),
+                                recs[12_345][2])
 
 
 def test_records_beyond_the_capacities_are_refused_with_the_limit_named():
