@@ -110,8 +110,9 @@ def _add_spec_args(p: argparse.ArgumentParser) -> None:
                    help="matmul only: rhs row-major (rm, default) or column-major (cm: "
                         "the rows of a W[N x K] dotted with lhs, gemma's matvec)")
     p.add_argument("--target", default="avx2",
-                   help="target ISA: avx2 (default) or avx512 (16-lane register tiles; "
-                        "run and bench need a CPU with avx512f)")
+                   help="target ISA: avx2 (default), avx512 (16-lane register tiles; "
+                        "run and bench need a CPU with avx512f), or native (avx512 where "
+                        "this CPU has it, else avx2)")
     p.add_argument("--db", metavar="PATH", default=None,
                    help="database file to read and extend (default: "
                         "$XDG_CACHE_HOME/morello/results-v12.sqlite); a read-only file is "
@@ -195,7 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "constants (in units of a quarter of a vector FMA at peak) to a "
                     "calibration file that later searches use. "
                     "Results of searches under other constants go to another database.")
-    p.add_argument("--target", default="avx2", help="target ISA (default avx2)")
+    p.add_argument("--target", default="avx2",
+                   help="target ISA: avx2 (default), avx512, or native (the widest this "
+                        "CPU runs)")
     p.add_argument("--out", metavar="PATH", default=None,
                    help="file to write (default: $XDG_CONFIG_HOME/morello/"
                         "calibration-<target>.json)")
@@ -493,10 +496,13 @@ def cmd_calibrate(args) -> int:
     from pathlib import Path
 
     from morello import calibrate, costs
-    from morello.memory import TARGETS
+    from morello.memory import TARGETS, native_name
 
+    if args.target == "native":
+        args.target = native_name()
     if args.target not in TARGETS:
-        raise MorelloError(f"unknown target {args.target!r}; known: {', '.join(TARGETS)}")
+        raise MorelloError(f"unknown target {args.target!r}; known: {', '.join(TARGETS)}, "
+                           "native")
     if not 1 <= args.runs <= 100:
         raise MorelloError(f"--runs must be from 1 to 100, got {args.runs}")
     path = Path(args.out) if args.out else costs.default_path(args.target)

@@ -163,17 +163,30 @@ HOST_FLAGS = {"avx2": ("avx2", "fma"),
                "avx512": ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni")}
 
 
+def _host_flags() -> list[str] | None:
+    """The CPU flags /proc/cpuinfo lists, or None where it cannot be read."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].split() for line in f
+                         if line.startswith("flags")), None)
+    except OSError:
+        return None
+
+
+def native_name() -> str:
+    """The widest target this host runs (``--target native``): avx512 where /proc/cpuinfo
+    lists its flags, else avx2 (also where the flags cannot be read)."""
+    flags = _host_flags()
+    return AVX512.name if flags is not None and host_lacks(AVX512, flags) is None \
+        else AVX2.name
+
+
 def host_lacks(target: Target, flags: list[str] | None = None) -> str | None:
     """Why this host (or a CPU with these ``flags``) cannot run ``target``'s code (the
     CPU flags it lacks), or None; None too where /proc/cpuinfo cannot be read (the
     compiler or the CPU will say)."""
     if flags is None:
-        try:
-            with open("/proc/cpuinfo") as f:
-                flags = next((line.split(":", 1)[1].split() for line in f
-                              if line.startswith("flags")), None)
-        except OSError:
-            return None
+        flags = _host_flags()
     if flags is None:
         return None
     missing = [x for x in HOST_FLAGS.get(target.isa, ()) if x not in flags]
@@ -184,7 +197,8 @@ def host_lacks(target: Target, flags: list[str] | None = None) -> str | None:
 
 
 def parse_target(name: str, threads: int = 1, calibration: str | None = None) -> Target:
-    """The target called ``name``, assuming ``threads`` processors for parallel loops.
+    """The target called ``name``, assuming ``threads`` processors for parallel loops;
+    ``"native"`` is the widest one this host runs (``native_name``).
 
     ``calibration`` picks the cost constants: ``"builtin"``, a calibration file's path, or
     None for ``$MORELLO_CALIBRATION`` if set, else the file ``morello calibrate`` writes
@@ -202,11 +216,13 @@ def parse_target(name: str, threads: int = 1, calibration: str | None = None) ->
     from morello.errors import SpecError
     from morello.limits import check_threads
 
+    if name == "native":
+        name = native_name()
     try:
         base = TARGETS[name]
     except KeyError:
         raise SpecError(
-            f"unknown target {name!r}; known: {', '.join(TARGETS)}"
+            f"unknown target {name!r}; known: {', '.join(TARGETS)}, native"
         ) from None
     check_threads(threads)
     if calibration is None:
