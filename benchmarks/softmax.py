@@ -15,7 +15,9 @@ interleaved rounds; the table gives median times and the median of per-round rat
 Bandwidth: the bytes a softmax must move (read src, write dst: 8 bytes per element) over
 its time, against ``calibrate``'s streaming read (the memory roof of
 ``benchmarks/roofline.py``), measured in every round for the largest input (the median
-of the per-round fractions).
+of the per-round fractions); and, for that input, the speed of a read-and-write stream
+(numpy ``x * 0.5`` into another array) timed in the same rounds, the roof of a softmax
+that passes over main memory once.
 """
 from __future__ import annotations
 
@@ -136,6 +138,7 @@ def main() -> None:
     print("|---|" + "---|" * (2 * len(targets) + 7))
     hand_run, hand_timer = hand_softmax()
     trees = []
+    stream_line = ""
     with tempfile.TemporaryDirectory() as d:
         db = str(Path(d) / "softmax.sqlite")
         for shape in SHAPES:
@@ -171,6 +174,10 @@ def main() -> None:
             if torch is not None:
                 tx, to = torch.from_numpy(x), torch.empty(shape)
                 timers["torch"] = py_timer(lambda tx=tx, to=to: torch.softmax(tx, -1, out=to))
+            if shape == SHAPES[-1]:  # the read-and-write roof: one pass, src to dst
+                sy = np.empty_like(x)
+                timers["stream"] = py_timer(
+                    lambda x=x, sy=sy: np.multiply(x, np.float32(0.5), out=sy))
             times: dict[str, list[float]] = {k: [] for k in timers}
             bws = []
             for _ in range(args.rounds):  # interleaved: a neighbour's load hits all alike
@@ -199,6 +206,16 @@ def main() -> None:
                   f"{vs_torch} | "
                   f"{gbs:.1f} ({100 * pct:.0f} % of {bw:.1f}) | {search:.2f} |", flush=True)
             trees.append((shape, prog.impl.pformat()))
+            if "stream" in times:
+                stream_line = (
+                    f"\nA read-and-write stream over the same {shape[0]}×{shape[1]} input "
+                    f"(numpy `x * 0.5` into another array, in the same rounds): "
+                    f"{med['stream'] / n * 1e9:.3f} ns/elem, {8 * n / med['stream'] / 1e9:.1f}"
+                    f" GB/s moved; morello {last} runs at "
+                    f"{100 * ratio['stream']:.0f} % of its speed (median of per-round "
+                    "ratios): the roof of a one-pass softmax from memory.")
+    if stream_line:
+        print(stream_line)
     for shape, tree in trees:
         print(f"\nThe program the search chose for {shape[0]}×{shape[1]} ({last}):\n{tree}")
 
