@@ -41,20 +41,26 @@ def random_impl(spec, eng: Engine, rng: random.Random) -> Impl:
                                               [k.cost for k in kids]))
 
 
-@pytest.mark.isa("avx2")
-@settings(max_examples=12)
-@given(st.integers(1, 2), st.integers(1, 9), st.integers(1, 9), st.integers(1, 17),
-       st.integers(0, 10**6))
-def test_random_impls_match_numpy(b, m, k, n, seed):
-    spec = morello.matmul(m, k, n, batch=b)
+def compiled_random_impl(spec, seed: int) -> CompiledProgram:
+    """A random Impl of ``spec`` (``random_impl``), emitted and compiled; f32 operands,
+    every one but the last an input."""
     eng = Engine(AVX2)
     eng.solve(spec)
     impl = random_impl(spec, eng, random.Random(seed))
     note(impl.pformat())
     src = emit_c(impl)
     note(src)
-    fn = CompiledProgram(compile_c(src, AVX2.cflags), [o.shape for o in spec.operands],
-                        [np.float32] * 3, 2)
+    n = len(spec.operands)
+    return CompiledProgram(compile_c(src, AVX2.cflags), [o.shape for o in spec.operands],
+                           [np.float32] * n, n - 1)
+
+
+@pytest.mark.isa("avx2")
+@settings(max_examples=12)
+@given(st.integers(1, 2), st.integers(1, 9), st.integers(1, 9), st.integers(1, 17),
+       st.integers(0, 10**6))
+def test_random_impls_match_numpy(b, m, k, n, seed):
+    fn = compiled_random_impl(morello.matmul(m, k, n, batch=b), seed)
     rng = np.random.default_rng(seed)
     lhs = rng.uniform(-1, 1, (b, m, k)).astype(np.float32)
     rhs = rng.uniform(-1, 1, (b, k, n)).astype(np.float32)
@@ -68,15 +74,7 @@ def test_random_softmax_impls_match_numpy(rows, cols, seed):
     """The same for row softmaxes: decompositions, row tiles, L1 and L2 views and the
     kernels of every pass in random combinations (and with them the next-tile prefetch
     of ``codegen.emit``, wherever a random loop puts a second pass)."""
-    spec = morello.softmax(rows, cols)
-    eng = Engine(AVX2)
-    eng.solve(spec)
-    impl = random_impl(spec, eng, random.Random(seed))
-    note(impl.pformat())
-    src = emit_c(impl)
-    note(src)
-    fn = CompiledProgram(compile_c(src, AVX2.cflags), [o.shape for o in spec.operands],
-                         [np.float32] * 2, 1)
+    fn = compiled_random_impl(morello.softmax(rows, cols), seed)
     x = np.random.default_rng(seed).uniform(-30, 30, (rows, cols)).astype(np.float32)
     e = np.exp(x - x.max(axis=1, keepdims=True))
     np.testing.assert_allclose(fn(x), e / e.sum(axis=1, keepdims=True), rtol=2e-5,
