@@ -138,10 +138,10 @@ def prefetch_lines(w, nxt: str | None, q: str, floats: int) -> None:
 
 
 def _stream_emit(w, v: Width, n: int, reads: list[str], write: str, vop, sop,
-                 prefetch: str | None = None) -> None:
+                 prefetch: tuple | None = None) -> None:
     """``write[i] = op(reads[0][i], ...)`` for i < n, over local pointers: ``vop`` makes
-    the vector expression from vector expressions, ``sop`` the scalar one; ``prefetch``
-    (from ``next_tile``) is prefetched along the main loop."""
+    the vector expression from vector expressions, ``sop`` the scalar one; ``prefetch``,
+    ``(view, pointer)``, offers ``next_tile`` to the main loop, if there is one."""
     lanes = v.lanes
 
     def vec(off) -> None:
@@ -149,8 +149,9 @@ def _stream_emit(w, v: Width, n: int, reads: list[str], write: str, vop, sop,
 
     n4, n1 = n // (4 * lanes) * 4 * lanes, n // lanes * lanes
     if n4 > 4 * lanes:
+        nxt = next_tile(w, *prefetch) if prefetch is not None else None
         with w.block(f"for (long q = 0; q < {n4}; q += {4 * lanes}) {{"):
-            prefetch_lines(w, prefetch, "q", 4 * lanes)
+            prefetch_lines(w, nxt, "q", 4 * lanes)
             for j in range(4):
                 vec(_at("q", lanes * j))
     else:
@@ -163,12 +164,6 @@ def _stream_emit(w, v: Width, n: int, reads: list[str], write: str, vop, sop,
     elif n > n1:
         with w.block(f"for (long q = {n1}; q < {n}; q++) {{"):
             w.line(f"{write}[q] = {sop([f'{p}[q]' for p in reads])};")
-
-
-def _main_loop_next(w, v: Width, n: int, view, ptr: str) -> str | None:
-    """``next_tile`` for a ``_stream_emit`` of ``n`` elements: only if it has a main
-    loop to carry the prefetches."""
-    return next_tile(w, view, ptr) if n // (4 * v.lanes) * 4 * v.lanes > 4 * v.lanes else None
 
 
 def _pointers(w, ops, writes: tuple[int, ...]) -> list[str]:
@@ -474,7 +469,7 @@ def _exp_normalize_emit(v: Width):
             _stream_emit(w, v, n, ["p0"], "p3",
                          lambda x: f"{v.op('mul')}({v.exp_neg}({v.op('sub')}({x[0]}, mv)), iv)",
                          lambda x: f"morello_expf({x[0]} - m) * inv",
-                         _main_loop_next(w, v, n, src, "p0"))
+                         (src, "p0"))
     return emit
 
 
@@ -495,7 +490,7 @@ def _exp_row_emit(v: Width):
             _stream_emit(w, v, spec.volume, ["p0"], "p2",
                          lambda x: f"{v.exp_neg}({v.op('sub')}({x[0]}, mv))",
                          lambda x: f"morello_expf({x[0]} - m)",
-                         _main_loop_next(w, v, spec.volume, src, "p0"))
+                         (src, "p0"))
     return emit
 
 
