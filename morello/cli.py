@@ -496,23 +496,19 @@ def cmd_calibrate(args) -> int:
     from pathlib import Path
 
     from morello import calibrate, costs
-    from morello.memory import TARGETS, native_name
+    from morello.memory import target_named
 
-    if args.target == "native":
-        args.target = native_name()
-    if args.target not in TARGETS:
-        raise MorelloError(f"unknown target {args.target!r}; known: {', '.join(TARGETS)}, "
-                           "native")
+    target = target_named(args.target)
     if not 1 <= args.runs <= 100:
         raise MorelloError(f"--runs must be from 1 to 100, got {args.runs}")
-    path = Path(args.out) if args.out else costs.default_path(args.target)
+    path = Path(args.out) if args.out else costs.default_path(target.name)
     if not args.dry_run:
         _check_writable_file(path)
-    result = calibrate.run(TARGETS[args.target],
+    result = calibrate.run(target,
                            progress=None if args.json else lambda m: print(m, file=sys.stderr),
                            quick=args.quick, runs=args.runs)
     if not args.dry_run:
-        costs.save(path, args.target, result.constants, result.measured_ns, result.host)
+        costs.save(path, target.name, result.constants, result.measured_ns, result.host)
     if args.json:
         print(json.dumps({"constants": result.constants.to_json(),
                           "measured_ns": result.measured_ns,
@@ -521,7 +517,7 @@ def cmd_calibrate(args) -> int:
         print(result.table())
         if not args.dry_run:
             print(f"wrote {path}; later searches use these constants (their results go "
-                  f"to databases keyed {args.target}@{result.constants.fingerprint()})")
+                  f"to databases keyed {target.name}@{result.constants.fingerprint()})")
     return 0
 
 

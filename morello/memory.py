@@ -196,6 +196,17 @@ def host_lacks(target: Target, flags: list[str] | None = None) -> str | None:
             "/proc/cpuinfo): emit it for another machine, or use --target avx2")
 
 
+def target_named(name: str) -> Target:
+    """The built-in target ``name`` (``"native"``: ``native_name()``); SpecError if none."""
+    from morello.errors import SpecError
+
+    try:
+        return TARGETS[native_name() if name == "native" else name]
+    except KeyError:
+        raise SpecError(f"unknown target {name!r}; known: {', '.join(TARGETS)}, native") \
+            from None
+
+
 def parse_target(name: str, threads: int = 1, calibration: str | None = None) -> Target:
     """The target called ``name``, assuming ``threads`` processors for parallel loops;
     ``"native"`` is the widest one this host runs (``native_name``).
@@ -213,17 +224,9 @@ def parse_target(name: str, threads: int = 1, calibration: str | None = None) ->
     from pathlib import Path
 
     from morello import costs as costsmod
-    from morello.errors import SpecError
     from morello.limits import check_threads
 
-    if name == "native":
-        name = native_name()
-    try:
-        base = TARGETS[name]
-    except KeyError:
-        raise SpecError(
-            f"unknown target {name!r}; known: {', '.join(TARGETS)}, native"
-        ) from None
+    base = target_named(name)
     check_threads(threads)
     if calibration is None:
         calibration = os.environ.get("MORELLO_CALIBRATION") or None
