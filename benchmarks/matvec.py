@@ -10,7 +10,8 @@ x (``cm``: rhs column-major, the callable takes ``W.T``), bf16 weights, f32 x an
 output; and the same in cache (1×512×1024). Every morello kernel is verified against numpy
 first. morello is timed inside C, the others through Python (best of 3 batches of about
 20 ms each), in ``--rounds`` interleaved rounds; the table gives medians. Bandwidth: the
-best of ``calibrate``'s ``cal_streams`` over 1 to 16 runs read side by side, over a buffer
+best of ``calibrate``'s ``cal_streams`` over 1 to 16 long runs read side by side (its
+buffer in huge pages where the kernel grants them, as numpy's arrays), over a buffer
 of the weights' size read 5 times (the best pass), in every round: the kernel is timed
 over calls that read the same weights again, and a 64 MiB buffer fits some hosts' L3, so
 the two are measured alike. Peak: ``cal_fma`` (12 chains).
@@ -90,7 +91,8 @@ def main() -> None:
         bws, peaks = [], []
         for _ in range(args.rounds):
             big = rows[0][4]
-            bws.append(max(64 / (lib.cal_streams(big, s, 5) * 1e9) for s in (1, 2, 4, 8, 16)))
+            bws.append(max(64 / (lib.cal_streams(big, s, big // s, 5) * 1e9)
+                           for s in (1, 2, 4, 8, 16)))
             peaks.append(16 / (min(lib.cal_fma(20_000_000) for _ in range(3)) * 1e9))
             for i, r in enumerate(rows):
                 for name, timer in r[3].items():

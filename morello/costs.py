@@ -36,7 +36,8 @@ class CostConstants:
     l1_line: int          # touch one 64-byte line in L1 (two vector loads)
     l2_line: int          # touch one line in L2
     gl_line: int          # touch one line of main memory, streamed (one stream)
-    gl_line_parallel: int  # the same, read as one of target.prefetch_streams runs at once
+    gl_line_parallel: int  # the same, read as one of target.prefetch_streams runs of a page
+                           # side by side (above gl_line where that is slower)
     gl_run: int           # start a new contiguous run in main memory (prefetch lost)
     strided_factor: int   # L1 lines of a non-contiguous tensor cost this many times more
     fma: int              # one vector FMA inside a register tile (BroadcastVecMultAdd)
@@ -71,8 +72,6 @@ class CostConstants:
                 raise MorelloError(f"calibration constant {n} must be an integer >= 0, "
                                    f"got {v!r}")
             vals[n] = v
-        if vals["gl_line_parallel"] > vals["gl_line"]:
-            raise MorelloError("calibration constant gl_line_parallel must be <= gl_line")
         if vals["strided_factor"] < 1 or vals["fma"] < 1:
             raise MorelloError("calibration constants fma and strided_factor must be >= 1")
         return CostConstants(**vals)

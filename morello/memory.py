@@ -66,11 +66,15 @@ DESTINATIONS = {
 # units) gave kernels that measured the same within noise at 64^3..1024^3; these also
 # stream the matvec in longer runs (8 KiB instead of 2 KiB: 8-9.5 -> 9.7-10.5 GB/s).
 # l2_line came later the same day, from one `morello calibrate` (the median of its 3 runs).
-# gl_line_parallel (a line read as one of 8 runs side by side, `cal_streams`) came on
-# 2026-12-01 from an Intel Xeon host (KVM, 105 MiB L3): 8 runs took 0.53-0.77 of the time
-# per line of one run over two measurements; 88 is 0.7 of gl_line.
+# gl_line_parallel (a line read as one of 8 runs of a page side by side, `cal_streams`,
+# on huge pages as numpy's weights are) came on 2026-12-03 from this development machine:
+# 1.30x the time per line of one run read alike (the median of 5 measurements, 1.24-1.32),
+# so 162 = 1.30 * gl_line. (2 runs side by side took 2.2x; 8 runs of 32 MiB each 0.86x.
+# An Intel Xeon host read 8 long runs at 0.53-0.77x; page runs were not measured there.
+# Where side by side is cheaper, `morello calibrate` says so, and the search then reads
+# weight rows side by side: DotProductLoop rather than DotProductRows.)
 AVX2_COSTS = CostConstants(
-    l1_line=10, l2_line=17, gl_line=125, gl_line_parallel=88, gl_run=404, strided_factor=4,
+    l1_line=10, l2_line=17, gl_line=125, gl_line_parallel=162, gl_run=404, strided_factor=4,
     fma=4, broadcast=5,
     vector_move=9, scalar_op=1, hsum=172, parallel_setup=23_940, parallel_iter=12,
 )

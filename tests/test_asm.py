@@ -75,6 +75,26 @@ def test_bf16_dot_loop_widens_by_shift_and_mask_without_spills():
 
 @pytest.mark.isa("avx2")
 @pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump not installed")
+def test_bf16_dot_rows_widen_by_shift_and_mask_against_split_x():
+    """gemma's matvec read one weight row after another: per 32 bf16 two loads, two
+    shifts and two masks, four FMAs (x's split copy as memory operands), nothing
+    spilled."""
+    from morello import Move, Select, ToAccum, schedule
+    from morello.memory import Level
+
+    spec = morello.matmul(1, 2048, 256, dtypes=("f32", "bf16", "f32"), rhs_layout="cm")
+    prog = schedule(spec, [Move(0, Level.L1), Move(2, Level.L1), ToAccum(), None,
+                           Select("DotProductRows")])
+    loop = _loop_body(prog, r"vfmadd")
+    fmas = len(re.findall(r"vfmadd\w+", loop))
+    assert fmas in (4, 8, 16), loop   # (gcc may unroll it)
+    assert len(re.findall(r"vpslld", loop)) == fmas // 2 == len(re.findall(r"vpand", loop))
+    assert "vpmovzxwd" not in loop and "vpermpd" not in loop
+    assert not re.search(r"vmov\w+\s+%ymm\d+,\S*\(%rsp", loop), loop  # a spill: a store
+
+
+@pytest.mark.isa("avx2")
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump not installed")
 def test_exact_int_loop_is_madd_add_in_registers():
     """The exact u8 x s8 register tile: vpmaddwd + vpaddd per 8 outputs, nothing spilled
     (a 6 x 16 tile, 16 registers with the product's temporary, spilled half of its

@@ -59,8 +59,8 @@ def test_calibration_without_the_stream_term_prices_every_line_alike():
     del d["gl_line_parallel"]
     c = CostConstants.from_json(d)
     assert c.gl_line_parallel == c.gl_line == 120
-    with pytest.raises(MorelloError, match="gl_line_parallel"):
-        CostConstants.from_json(fit(NS).to_json() | {"gl_line_parallel": 121})
+    # Side by side may be slower than one stream (pages of weight rows on a Zen 4 host).
+    assert CostConstants.from_json(d | {"gl_line_parallel": 160}).gl_line_parallel == 160
 
 
 def test_negative_constant_is_refused(tmp_path):

@@ -47,6 +47,59 @@ def test_only_matmul_moves_and_fills_leave_f32():
         morello.fill(8, value=-np.inf, dtype="s32")
 
 
+def _calibration(tmp_path, **changes) -> str:
+    """A calibration file: the built-in AVX2 constants with ``changes``."""
+    import json
+
+    consts = AVX2.costs.to_json() | changes
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps({"format": "morello-calibration", "version": 1,
+                                "target": "avx2", "constants": consts, "measured_ns": {},
+                                "host": "test"}))
+    return str(path)
+
+
+@pytest.mark.isa("avx2")
+@pytest.mark.parametrize("dtype", ["bf16", "f32"])
+@pytest.mark.parametrize("parallel, kernel", [(162, "DotProductRows"),
+                                              (88, "DotProductLoop")])
+def test_gemma_matvec_reads_rows_in_turn_or_side_by_side_as_calibrated(
+        tmp_path, dtype, parallel, kernel):
+    """gemma's orientation from main memory: where 8 weight rows read side by side cost
+    more per line than one (``gl_line_parallel`` above ``gl_line``, as measured on a Zen 4
+    host), the search reads the rows one after another (DotProductRows); where they cost
+    less, side by side (DotProductLoop). Either way the program matches numpy."""
+    cal = _calibration(tmp_path, gl_line_parallel=parallel)
+    k, n = 2048, 4096
+    prog = morello.synthesize(morello.matmul(1, k, n, dtypes=("f32", dtype, "f32"),
+                                             rhs_layout="cm"), db=False, calibration=cal)
+    assert kernel in _kernels(prog), prog.impl.pformat()
+    fn = prog.compile()
+    rng = np.random.default_rng(2)
+    x = rng.uniform(-1, 1, (1, k)).astype(np.float32)
+    w = rng.uniform(-1, 1, (n, k)).astype(ml_dtypes.bfloat16 if dtype == "bf16"
+                                          else np.float32)
+    want = x @ w.astype(np.float32).T
+    np.testing.assert_allclose(fn(x, w.T), want, rtol=1e-4, atol=1e-5 * k)
+
+
+@pytest.mark.isa("avx2")
+@pytest.mark.parametrize("k, n", [(32, 1), (64, 3), (4096, 2), (96, 5)])
+def test_dot_rows_kernel_matches_numpy(k, n):
+    """DotProductRows alone, scheduled by hand over a whole [1,k]x[k,n] (n odd, n = 1 into
+    a scalar, k at its limit): the split copy of x, four chains, a sum per column."""
+    from morello import Move, Select, ToAccum, schedule
+    from morello.memory import Level as Lv
+
+    for dtype in ("bf16", "f32"):
+        spec = morello.matmul(1, k, n, dtypes=("f32", dtype, "f32"), rhs_layout="cm")
+        prog = schedule(spec, [Move(0, Lv.L1), Move(2, Lv.L1), ToAccum(), None,
+                               Select("DotProductRows")])
+        assert "DotProductRows" in _kernels(prog), prog.impl.pformat()
+        ok, err = prog.verify(prog.compile())
+        assert ok, err
+
+
 @pytest.mark.isa("avx2")
 @pytest.mark.parametrize("k, n, layout, kernel", [
     (64, 128, "rm", "WidenAxpyLoop"),     # x @ W: 64 columns at once, shift and mask

@@ -308,6 +308,90 @@ def _dot_cost(s: Spec, t: Target) -> int:
             + dot_sums_cost(n, t) + move_cost(s.operands[2], t) + stream)
 
 
+# The longest k DotProductRows takes: its copy of x (even elements, then odd, per 16)
+# lives on the stack, and should stay in L1 beside the rows it meets (16 KiB).
+ROWS_MAX_K = 4096
+
+
+def _rows_check(spec: Spec, target: Target) -> Reason:
+    lhs, rhs, out = spec.operands
+    b, m, k, n = spec.shape
+    if (b, m) != (1, 1) or k % 32 or k > ROWS_MAX_K:
+        return f"needs a [1,1,k]x[1,k,n] product, k a multiple of 32 up to {ROWS_MAX_K}"
+    if lhs.level is not Level.L1 or not lhs.contiguous or lhs.dtype is not Dtype.F32:
+        return "lhs must be contiguous f32 in L1"
+    if rhs.level.counts_registers or rhs.dtype not in (Dtype.F32, Dtype.BF16):
+        return "rhs must be f32 or bf16 in memory"
+    if rhs.stream_dim != 1 or rhs.contig < 1:
+        return "rhs columns must be contiguous"
+    if out.dtype is not Dtype.F32 or not (out.contiguous and out.level is Level.L1
+                                          or n == 1 and rf_or_l1(out)):
+        return "out must be a contiguous f32 row in L1 (or one scalar)"
+    return None
+
+
+def _rows_emit(w, spec, ops, vt) -> None:
+    """Each column's whole dot product in turn, four accumulator chains over k, so that
+    the columns (weight rows) are read one after another: in memory order when they are
+    adjacent. For bf16, x is first split into its even and odd elements (per 16, into a
+    stack copy), so that each step widens by a shift and a mask and loads x as it is."""
+    from morello.codegen.affine import Affine, Var
+
+    lhs, rhs, out = ops
+    k, n = spec.shape[2], spec.shape[3]
+    bf16 = rhs.spec.dtype is Dtype.BF16
+    j = Affine.var(Var("j", n))
+    with w.block("{"):
+        if bf16:
+            w.line(f"_Alignas(32) float xs[{k}];")
+            with w.block(f"for (long q = 0; q < {k}; q += 16) {{"):
+                w.line(f"const __m256 l = _mm256_loadu_ps({lhs.ptr('q')}), "
+                       f"h = _mm256_loadu_ps({lhs.ptr('q + 8')});")
+                for off, imm in ((0, "0x88"), (8, "0xDD")):
+                    w.line(f"_mm256_store_ps(xs + q + {off}, _mm256_castpd_ps("
+                           f"_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps("
+                           f"l, h, {imm})), 0xD8)));")
+            w.line("const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);")
+        with w.block(f"for (long j = 0; j < {n}; j++) {{"):
+            w.line(f"const {rhs.spec.dtype.c_type} *restrict col = "
+                   f"{rhs.at((0, 0, j)).ptr(0)};")
+            w.line("__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;")
+            with w.block(f"for (long q = 0; q < {k}; q += 32) {{"):
+                if bf16:
+                    for h in range(2):
+                        w.line(f"const __m256i w{h} = _mm256_loadu_si256((const __m256i *)"
+                               f"(col + q + {16 * h}));")
+                        w.line(f"a{2 * h} = _mm256_fmadd_ps(_mm256_load_ps(xs + q + {16 * h}), "
+                               f"_mm256_castsi256_ps(_mm256_slli_epi32(w{h}, 16)), a{2 * h});")
+                        w.line(f"a{2 * h + 1} = _mm256_fmadd_ps(_mm256_load_ps(xs + q + "
+                               f"{16 * h + 8}), _mm256_castsi256_ps(_mm256_and_si256(w{h}, "
+                               f"hi)), a{2 * h + 1});")
+                else:
+                    for a in range(4):
+                        w.line(f"a{a} = _mm256_fmadd_ps(_mm256_loadu_ps("
+                               f"{lhs.ptr(f'q + {8 * a}')}), _mm256_loadu_ps(col + q + "
+                               f"{8 * a}), a{a});")
+            dst = out.lval() if n == 1 else out.at((0, 0, j)).lval()
+            w.line(f"{dst} += morello_hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), "
+                   "_mm256_add_ps(a2, a3)));")
+
+
+def _rows_cost(s: Spec, t: Target) -> int:
+    k, n = s.shape[2], s.shape[3]
+    c = t.costs
+    rhs = s.operands[1]
+    bf16 = rhs.dtype is Dtype.BF16
+    # Per 8 of k and column: an FMA, a load of rhs and one of x, and for bf16 a shift or
+    # a mask (half a vector move); for bf16 first x's split: per 16 two loads, four
+    # shuffles and two stores; a horizontal sum per column. rhs is read as one stream
+    # (``stream_cost``), its columns in turn.
+    widen = c.vector_move // 2 if bf16 else 0
+    split = (k // 16) * 8 * c.vector_move if bf16 else 0
+    stream = stream_cost(rhs, t, 1) if rhs.level is not Level.L1 else 0
+    return (split + n * ((k // 8) * (c.fma + 2 * c.vector_move + widen) + c.hsum)
+            + move_cost(s.operands[2], t) + stream)
+
+
 def dot_sums_cost(n: int, t: Target) -> int:
     """The columns' horizontal sums: one each, or for 4 and 8 columns one tree of
     hadds (``_dot_finish``): one sum's latency and the hadds' (3n/4) shuffles."""
@@ -878,6 +962,13 @@ KERNELS: tuple[Kernel, ...] = (
            "dot products of a contiguous f32 row with 1, 2, 4 or 8 contiguous f32 or bf16 "
            "columns", unit_dims=(0, 1), levels=(L1, MEM, RL),
            dtypes=(F32, (Dtype.F32, Dtype.BF16), F32)),
+    # Not in the reference (whose dot products are one column at a time, x widened per
+    # step): any number of columns, each read whole in turn, bf16 widened by shift and
+    # mask against a split copy of x.
+    Kernel("DotProductRows", PrimKind.MATMUL_ACCUM, _rows_check, _rows_cost, 6, _rows_emit,
+           "dot products of a contiguous f32 row with f32 or bf16 columns, one column "
+           "after another (the columns read in turn, not side by side)", unit_dims=(0, 1),
+           levels=(L1, MEM, RL), dtypes=(F32, (Dtype.F32, Dtype.BF16), F32)),
     # Not in the reference (x . W there broadcasts x over widened rows in registers):
     # all of k over up to 64 columns, 8 accumulators, widened by shift and mask.
     Kernel("WidenAxpyLoop", PrimKind.MATMUL_ACCUM, _axpy_check, _axpy_cost, 12, _axpy_emit,
