@@ -24,7 +24,7 @@ MAX_COST = 1 << 62
 # results are keyed by it (``rewrites.compute_actions_fingerprint``), so a database never
 # answers with costs another formula computed. (Kernel names, tile and pack sizes are
 # fingerprinted as they are.)
-COST_SCHEME = 2
+COST_SCHEME = 3
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -73,6 +73,20 @@ def stream_cost(t: TensorSpec, target: Target, streams: int) -> int:
     s = max(1, min(streams, target.prefetch_streams))
     line = k.gl_line_parallel + (k.gl_line - k.gl_line_parallel) // s
     return line * t.units(target) + k.gl_run * max(t.blocks, streams)
+
+
+def side_by_side_surcharge(t: TensorSpec, target: Target, streams: int) -> int:
+    """What reading ``t`` (in L1) as ``streams`` runs side by side costs beyond one
+    stream, if it came from main memory: the cost of a kernel that reads its columns side
+    by side from an L1 tile, since that tile is often a view of main memory
+    (``Move(view)``), priced by the view as one stream and first read by the kernel, in
+    the kernel's order. 0 where side by side is no dearer (``gl_line_parallel <=
+    gl_line``) or for one stream. (A tile copied into L1 and read again pays it too: the
+    model does not tell the two apart.)"""
+    k = target.costs
+    s = max(1, min(streams, target.prefetch_streams))
+    line = k.gl_line_parallel + (k.gl_line - k.gl_line_parallel) // s
+    return max(0, line - k.gl_line) * t.units(target) if s > 1 else 0
 
 
 def combine(const: int, coefs, own, children: list[Cost]) -> Cost:

@@ -63,9 +63,14 @@ def _loop_body(prog, op: str) -> str:
 @pytest.mark.skipif(shutil.which("objdump") is None, reason="objdump not installed")
 def test_bf16_dot_loop_widens_by_shift_and_mask_without_spills():
     """gemma's matvec: 8 weight rows at once, each 16 bf16 widened by one shift and one
-    mask (no vpmovzxwd), two FMAs per row, nothing spilled."""
-    prog = morello.synthesize(morello.matmul(1, 512, 1024, dtypes=("f32", "bf16", "f32"),
-                                             rhs_layout="cm"), db=False)
+    mask (no vpmovzxwd), two FMAs per row, nothing spilled. (Scheduled: where side by
+    side reads cost more than rows in turn, the search takes DotProductRows here.)"""
+    from morello import Move, Select, TileOut, ToAccum, schedule
+    from morello.memory import Level
+
+    spec = morello.matmul(1, 512, 1024, dtypes=("f32", "bf16", "f32"), rhs_layout="cm")
+    prog = schedule(spec, [Move(0, Level.L1), Move(2, Level.L1), ToAccum(), None,
+                           TileOut(2, 8), Select("DotProductLoop")])
     loop = _inner_loop(prog, r"vfmadd")
     assert len(re.findall(r"vfmadd\w+", loop)) == 16, loop
     assert len(re.findall(r"vpslld", loop)) == 8 and len(re.findall(r"vpand", loop)) == 8

@@ -12,7 +12,7 @@ Host support: ``morello.memory.host_lacks``.
 """
 from __future__ import annotations
 
-from morello.cost import move_cost, stream_cost
+from morello.cost import move_cost, side_by_side_surcharge, stream_cost
 from morello.dtypes import Dtype
 from morello.kernels import stream
 from morello.kernels.avx2 import (
@@ -98,7 +98,8 @@ def _dot16_cost(s: Spec, t: Target) -> int:
     rhs = s.operands[1]
     # Per 32 of k and column: a load, a shift and a mask (half a vector move each) and
     # two FMAs, all of 16 lanes; x's two permutes shared by the columns; the folds.
-    stream = stream_cost(rhs, t, n) if rhs.level is not Level.L1 else 0
+    stream = (stream_cost(rhs, t, n) if rhs.level is not Level.L1
+              else side_by_side_surcharge(rhs, t, n))
     return ((k // 32) * (n * (2 * c.fma + 2 * c.vector_move) + 2 * c.vector_move)
             + n * c.vector_move + dot_sums_cost(n, t) + move_cost(s.operands[2], t) + stream)
 
