@@ -317,8 +317,9 @@ def _lib(target: Target):
 # Bytes of each run of ``cal_streams``'s side-by-side read (``gl_line_parallel``): a page,
 # the length of a weight row of gemma's 2048-wide bf16 matvec, and the most that a
 # hardware prefetcher follows without a new start. Side by side, such runs may read
-# slower than one sequential stream: on a Zen 4 KVM host 8 of them took 1.5x the time per
-# line, 2 of them 2.9x (while 8 runs of 32 MiB each took 0.86x).
+# slower than one sequential stream: on a Zen 4 KVM host (huge pages) 8 of them took 1.3x
+# the time per line, 4 of them 1.8x, 2 of them 2.0-2.9x (while 8 runs of 32 MiB each
+# took 0.86x).
 STREAM_RUN = 4096
 
 

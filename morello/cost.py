@@ -60,19 +60,31 @@ def move_cost(t: TensorSpec, target: Target) -> int:
 
 def stream_cost(t: TensorSpec, target: Target, streams: int) -> int:
     """``move_cost`` of ``t`` when a kernel reads it from main memory as ``streams``
-    runs side by side (a matvec's weight rows): one stream does not reach the memory's
-    bandwidth, several do. A line costs ``gl_line`` for one stream, ``gl_line_parallel``
-    for the target's ``prefetch_streams`` or more, ``gl_line_parallel + (gl_line -
-    gl_line_parallel) / s`` for ``s`` (both measured by ``morello calibrate``). Only for
+    runs side by side (a matvec's weight rows): on some hosts one stream does not reach
+    the memory's bandwidth and several do, on others side by side is slower. A line costs
+    ``gl_line`` for one stream and ``gl_line_parallel`` for the target's
+    ``prefetch_streams`` (both measured by ``morello calibrate``), in between as
+    ``_stream_line`` says. Only for
     kernels that read such streams themselves: loops over tiles keep ``move_cost`` (a
     read-and-write stream such as a relu measured no faster for it).
     """
     if t.level is not Level.GL:
         return move_cost(t, target)
     k = target.costs
+    return _stream_line(target, streams) * t.units(target) + k.gl_run * max(t.blocks, streams)
+
+
+def _stream_line(target: Target, streams: int) -> int:
+    """The cost of a line of main memory read as one of ``streams`` runs side by side.
+    Where side by side is cheaper (``gl_line_parallel < gl_line``), the more runs the
+    closer to ``gl_line_parallel``; where it is dearer, any two or more cost
+    ``gl_line_parallel``: on the Zen 4 host that measured 8 page-long runs at 1.3x one
+    run, 4 took 1.8x and 2 took 2.0-2.9x, so fewer runs are no cheaper."""
+    k = target.costs
     s = max(1, min(streams, target.prefetch_streams))
-    line = k.gl_line_parallel + (k.gl_line - k.gl_line_parallel) // s
-    return line * t.units(target) + k.gl_run * max(t.blocks, streams)
+    if k.gl_line_parallel > k.gl_line:
+        return k.gl_line if s == 1 else k.gl_line_parallel
+    return k.gl_line_parallel + (k.gl_line - k.gl_line_parallel) // s
 
 
 def side_by_side_surcharge(t: TensorSpec, target: Target, streams: int) -> int:
@@ -83,10 +95,7 @@ def side_by_side_surcharge(t: TensorSpec, target: Target, streams: int) -> int:
     the kernel's order. 0 where side by side is no dearer (``gl_line_parallel <=
     gl_line``) or for one stream. (A tile copied into L1 and read again pays it too: the
     model does not tell the two apart.)"""
-    k = target.costs
-    s = max(1, min(streams, target.prefetch_streams))
-    line = k.gl_line_parallel + (k.gl_line - k.gl_line_parallel) // s
-    return max(0, line - k.gl_line) * t.units(target) if s > 1 else 0
+    return max(0, _stream_line(target, streams) - target.costs.gl_line) * t.units(target)
 
 
 def combine(const: int, coefs, own, children: list[Cost]) -> Cost:

@@ -69,7 +69,7 @@ DESTINATIONS = {
 # gl_line_parallel (a line read as one of 8 runs of a page side by side, `cal_streams`,
 # on huge pages as numpy's weights are) came on 2026-12-03 from this development machine:
 # 1.30x the time per line of one run read alike (the median of 5 measurements, 1.24-1.32),
-# so 162 = 1.30 * gl_line. (2 runs side by side took 2.2x; 8 runs of 32 MiB each 0.86x.
+# so 162 = 1.30 * gl_line. (2 runs side by side took 2.0-2.9x; 8 runs of 32 MiB each 0.86x.
 # An Intel Xeon host read 8 long runs at 0.53-0.77x; page runs were not measured there.
 # Where side by side is cheaper, `morello calibrate` says so, and the search then reads
 # weight rows side by side: DotProductLoop rather than DotProductRows.)

@@ -128,7 +128,7 @@ def test_dot_rows_takes_whole_columns_only():
     (64, 128, "rm", "WidenAxpyLoop"),     # x @ W: 64 columns at once, shift and mask
     (16, 8, "rm", "VectorWidenBf16"),     # x @ W: bf16 rows widened into registers
     (33, 72, "rm", "WidenAxpyLoop"),      # both, and an odd k
-    (256, 64, "cm", "DotProductLoop"),    # gemma: W's rows dotted with x, widened inline
+    (256, 64, "cm", "DotProductRows"),    # gemma: W's rows dotted with x in turn
     (24, 40, "cm", None),
 ])
 def test_bf16_matvec_matches_numpy(k, n, layout, kernel):

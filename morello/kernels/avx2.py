@@ -315,7 +315,7 @@ def _dot_cost(s: Spec, t: Target) -> int:
 ROWS_MAX_K = 4096
 
 
-def _rows_check(spec: Spec, target: Target) -> Reason:
+def rows_check(spec: Spec, target: Target) -> Reason:
     lhs, rhs, out = spec.operands
     b, m, k, n = spec.shape
     if (b, m) != (1, 1) or k % 32 or k > ROWS_MAX_K:
@@ -971,7 +971,7 @@ KERNELS: tuple[Kernel, ...] = (
     # Not in the reference (whose dot products are one column at a time, x widened per
     # step): any number of columns, each read whole in turn, bf16 widened by shift and
     # mask against a split copy of x.
-    Kernel("DotProductRows", PrimKind.MATMUL_ACCUM, _rows_check, _rows_cost, 6, _rows_emit,
+    Kernel("DotProductRows", PrimKind.MATMUL_ACCUM, rows_check, _rows_cost, 6, _rows_emit,
            "dot products of a contiguous f32 row with f32 or bf16 columns, one column "
            "after another (the columns read in turn, not side by side)", unit_dims=(0, 1),
            levels=(L1, MEM, RL), dtypes=(F32, (Dtype.F32, Dtype.BF16), F32)),

@@ -18,6 +18,7 @@ from morello.kernels import stream
 from morello.kernels.avx2 import (
     KERNELS,
     VECTOR_TYPES,
+    rows_check,
     dot_check,
     dot_finish,
     dot_sums_cost,
@@ -104,12 +105,75 @@ def _dot16_cost(s: Spec, t: Target) -> int:
             + n * c.vector_move + dot_sums_cost(n, t) + move_cost(s.operands[2], t) + stream)
 
 
+def _rows16_check(spec: Spec, target: Target) -> Reason:
+    if reason := rows_check(spec, target):
+        return reason
+    if spec.operands[1].dtype is not Dtype.BF16 or spec.shape[2] % 64:
+        return "bf16 columns, k a multiple of 64"
+    return None
+
+
+def _rows16_emit(w, spec, ops, vt) -> None:
+    """DotProductRows in 16 lanes: x split once into its even and odd elements per 32 (two
+    two-source permutes, into a stack copy), then each column whole in turn, 64 bf16 a
+    step over four accumulators, widened by a shift and a mask."""
+    from morello.codegen.affine import Affine, Var
+
+    lhs, rhs, out = ops
+    k, n = spec.shape[2], spec.shape[3]
+    j = Affine.var(Var("j", n))
+    with w.block("{"):
+        w.line(f"_Alignas(64) float xs[{k}];")
+        w.line("const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, "
+               "10, 8, 6, 4, 2, 0);")
+        w.line("const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));")
+        with w.block(f"for (long q = 0; q < {k}; q += 32) {{"):
+            w.line(f"const __m512 l = _mm512_loadu_ps({lhs.ptr('q')}), "
+                   f"h = _mm512_loadu_ps({lhs.ptr('q + 16')});")
+            w.line("_mm512_store_ps(xs + q, _mm512_permutex2var_ps(l, ev, h));")
+            w.line("_mm512_store_ps(xs + q + 16, _mm512_permutex2var_ps(l, od, h));")
+        w.line("const __m512i hi = _mm512_set1_epi32((int)0xFFFF0000u);")
+        with w.block(f"for (long j = 0; j < {n}; j++) {{"):
+            w.line(f"const uint16_t *restrict col = {rhs.at((0, 0, j)).ptr(0)};")
+            w.line("__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;")
+            with w.block(f"for (long q = 0; q < {k}; q += 64) {{"):
+                for h in range(2):
+                    w.line(f"const __m512i w{h} = _mm512_loadu_si512((const void *)"
+                           f"(col + q + {32 * h}));")
+                    w.line(f"a{2 * h} = _mm512_fmadd_ps(_mm512_load_ps(xs + q + {32 * h}), "
+                           f"_mm512_castsi512_ps(_mm512_slli_epi32(w{h}, 16)), a{2 * h});")
+                    w.line(f"a{2 * h + 1} = _mm512_fmadd_ps(_mm512_load_ps(xs + q + "
+                           f"{32 * h + 16}), _mm512_castsi512_ps(_mm512_and_si512(w{h}, hi)), "
+                           f"a{2 * h + 1});")
+            w.line("const __m512 z = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));")
+            dst = out.lval() if n == 1 else out.at((0, 0, j)).lval()
+            w.line(f"{dst} += morello_hsum16(z);")
+
+
+def _rows16_cost(s: Spec, t: Target) -> int:
+    k, n = s.shape[2], s.shape[3]
+    c = t.costs
+    rhs = s.operands[1]
+    # Per 32 of k and column: a load of rhs, two of x, a shift and a mask (half a vector
+    # move each), two FMAs, all of 16 lanes; first x's split: per 32 two loads, two
+    # permutes, two stores; a fold and a horizontal sum per column; rhs as one stream.
+    stream = stream_cost(rhs, t, 1) if rhs.level is not Level.L1 else 0
+    return ((k // 32) * 6 * c.vector_move
+            + n * ((k // 32) * (2 * c.fma + 4 * c.vector_move) + c.vector_move + c.hsum)
+            + move_cost(s.operands[2], t) + stream)
+
+
 AVX512_KERNELS = (
     # Not in the reference: its bf16 dot products are 8 lanes.
     Kernel("DotProductLoop16", PrimKind.MATMUL_ACCUM, _dot16_check, _dot16_cost, 12,
            _dot16_emit, "dot products of a contiguous f32 row with 4 or 8 contiguous bf16 "
            "columns, 32 elements a step in 16 lanes", unit_dims=(0, 1), levels=(L1, MEM, RL),
            dtypes=(F32, (Dtype.BF16,), F32)),
+    # Not in the reference: DotProductRows in 16 lanes.
+    Kernel("DotProductRows16", PrimKind.MATMUL_ACCUM, _rows16_check, _rows16_cost, 6,
+           _rows16_emit, "dot products of a contiguous f32 row with bf16 columns, one "
+           "column after another, 64 elements a step in 16 lanes", unit_dims=(0, 1),
+           levels=(L1, MEM, RL), dtypes=(F32, (Dtype.BF16,), F32)),
     # Not in the reference: exact u8 x s8 there is a dot-product loop over bytes.
     Kernel("DpbusdLoop", PrimKind.MATMUL_ACCUM, _dpbusd_check, _dpbusd_cost, 2,
            _dpbusd_emit, "out (s32 vectors) += u8 rows times s8 quads of rows, all of k "
