@@ -45,7 +45,7 @@ WHERE = ("L1", "L2", "main memory")
 
 def stream_gbs() -> float:
     lib = calibrate._lib(AVX2)
-    return 64 / (min(lib.cal_read(128 << 20, 64, 1) for _ in range(5)) * 1e9)
+    return 64 / calibrate.stream_read_ns(lib)
 
 
 def _numpy_call(spec, ins):

@@ -13,8 +13,8 @@ Every morello kernel is verified against numpy first. morello is timed inside C,
 out=...)``) through Python, each the best of 3 batches of about 20 ms, in ``--rounds``
 interleaved rounds; the table gives median times and the median of per-round ratios.
 Bandwidth: the bytes a softmax must move (read src, write dst: 8 bytes per element) over
-its time, against ``calibrate``'s streaming read (the memory roof of
-``benchmarks/roofline.py``), measured in every round for the largest input (the median
+its time, against ``calibrate.stream_read_ns`` (a sequential read on huge pages, as the
+input's; the memory roof of ``benchmarks/roofline.py``), measured in every round for the largest input (the median
 of the per-round fractions); and, for that input, the speed of a read-and-write stream
 (numpy ``x * 0.5`` into another array) timed in the same rounds, the roof of a softmax
 that passes over main memory once.
@@ -126,7 +126,7 @@ def main() -> None:
     lib = calibrate._lib(AVX2)
 
     def read_bw() -> float:
-        return 64 / (min(lib.cal_read(128 << 20, 64, 1) for _ in range(3)) * 1e9)
+        return 64 / calibrate.stream_read_ns(lib)
 
     read_gbs = read_bw()
     print(f"streaming read bandwidth (one core, this run): {read_gbs:.1f} GB/s\n")
