@@ -6,8 +6,8 @@ Both are the microbenchmarks ``morello calibrate`` fits its constants to (``cal_
 independent accumulator chains, enough to cover the FMA latency on two ports), so the
 peak the benchmarks report and the unit of the cost model are the same measurement. The
 bandwidth is ``calibrate.stream_read_ns``: vector loads streaming through 128 MiB on huge
-pages, as numpy's large arrays are (the kernels' inputs). The script checks in the disassembly that all 12
-vfmadd instructions of the FMA loop survived compilation.
+pages, as numpy's large arrays are (the kernels' inputs). The script checks in the
+disassembly that all 12 vfmadd instructions of the FMA loop survived compilation.
 """
 from __future__ import annotations
 

@@ -14,10 +14,10 @@ out=...)``) through Python, each the best of 3 batches of about 20 ms, in ``--ro
 interleaved rounds; the table gives median times and the median of per-round ratios.
 Bandwidth: the bytes a softmax must move (read src, write dst: 8 bytes per element) over
 its time, against ``calibrate.stream_read_ns`` (a sequential read on huge pages, as the
-input's; the memory roof of ``benchmarks/roofline.py``), measured in every round for the largest input (the median
-of the per-round fractions); and, for that input, the speed of a read-and-write stream
-(numpy ``x * 0.5`` into another array) timed in the same rounds, the roof of a softmax
-that passes over main memory once.
+input's; the memory roof of ``benchmarks/roofline.py``), measured in every round for the
+largest input (the median of the per-round fractions); and, for that input, the speed of
+a read-and-write stream (numpy ``x * 0.5`` into another array) timed in the same rounds,
+the roof of a softmax that passes over main memory once.
 """
 from __future__ import annotations
 

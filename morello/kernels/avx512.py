@@ -18,13 +18,13 @@ from morello.kernels import stream
 from morello.kernels.avx2 import (
     KERNELS,
     VECTOR_TYPES,
-    rows_check,
     dot_check,
     dot_finish,
     dot_sums_cost,
     quad_loop_emit,
     quad_tile_check,
     quad_tile_cost,
+    rows_check,
 )
 from morello.kernels.base import F32, L1, MEM, RL, VRF, Kernel, KernelTable, Reason, VecType
 from morello.memory import Level, Target
