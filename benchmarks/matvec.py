@@ -43,37 +43,8 @@ from morello.codegen.build import compile_c
 from morello.memory import AVX2, host_lacks, parse_target
 
 # The FMA peak in zmm registers: cal_fma's 12 independent chains, 16 lanes each.
-FMA512_C = r"""
-#include <immintrin.h>
-#include <time.h>
-#define KEEP(x) __asm__ volatile("" : "+v"(x))
-static volatile float sink;
-double fma512(long iters) {
-    __m512 a[12], x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(0.001f);
-    for (int j = 0; j < 12; j++) a[j] = _mm512_set1_ps((float)j);
-    __m512 a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5], a6 = a[6],
-           a7 = a[7], a8 = a[8], a9 = a[9], a10 = a[10], a11 = a[11];
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (long i = 0; i < iters; i++) {
-        a0 = _mm512_fmadd_ps(a0, x, y); a1 = _mm512_fmadd_ps(a1, x, y);
-        a2 = _mm512_fmadd_ps(a2, x, y); a3 = _mm512_fmadd_ps(a3, x, y);
-        a4 = _mm512_fmadd_ps(a4, x, y); a5 = _mm512_fmadd_ps(a5, x, y);
-        a6 = _mm512_fmadd_ps(a6, x, y); a7 = _mm512_fmadd_ps(a7, x, y);
-        a8 = _mm512_fmadd_ps(a8, x, y); a9 = _mm512_fmadd_ps(a9, x, y);
-        a10 = _mm512_fmadd_ps(a10, x, y); a11 = _mm512_fmadd_ps(a11, x, y);
-        KEEP(a0); KEEP(a1); KEEP(a2); KEEP(a3); KEEP(a4); KEEP(a5);
-        KEEP(a6); KEEP(a7); KEEP(a8); KEEP(a9); KEEP(a10); KEEP(a11);
-    }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-               _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
-    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
-    sink = _mm512_reduce_add_ps(s);
-    return ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec))
-           / ((double)iters * 12.0);
-}
-"""
+FMA512_C = ("#include <immintrin.h>\n#include <time.h>\n" + calibrate.FMA_CHAINS
+            + "MORELLO_FMA_CHAINS(fma512, __m512, _mm512)\n")
 
 
 def _peers(x, w, out, lay, torch) -> dict:

@@ -25,7 +25,43 @@ from dataclasses import dataclass
 from morello.costs import CostConstants
 from morello.memory import Target
 
-SOURCE = r"""
+# The FMA peak's microbenchmark for a vector type ``V`` with intrinsics ``P`` (``__m256``
+# and ``_mm256``, or ``__m512`` and ``_mm512``): ``double name(long iters)``, seconds per
+# vector FMA over 12 independent chains (throughput-bound). Needs <immintrin.h>, <time.h>
+# and the ISA's flags; ``benchmarks/matvec.py`` instantiates it for zmm registers.
+FMA_CHAINS = r"""
+#define MORELLO_FMA_CHAINS(name, V, P)                                                    \
+double name(long iters) {                                                              \
+    V a0 = P##_set1_ps(0.f), a1 = P##_set1_ps(1.f), a2 = P##_set1_ps(2.f),               \
+      a3 = P##_set1_ps(3.f), a4 = P##_set1_ps(4.f), a5 = P##_set1_ps(5.f),               \
+      a6 = P##_set1_ps(6.f), a7 = P##_set1_ps(7.f), a8 = P##_set1_ps(8.f),               \
+      a9 = P##_set1_ps(9.f), a10 = P##_set1_ps(10.f), a11 = P##_set1_ps(11.f);           \
+    V x = P##_set1_ps(0.999f), y = P##_set1_ps(0.001f);                                  \
+    struct timespec t0, t1;                                                              \
+    clock_gettime(CLOCK_MONOTONIC, &t0);                                                 \
+    for (long i = 0; i < iters; i++) {                                                   \
+        a0 = P##_fmadd_ps(a0, x, y); a1 = P##_fmadd_ps(a1, x, y);                        \
+        a2 = P##_fmadd_ps(a2, x, y); a3 = P##_fmadd_ps(a3, x, y);                        \
+        a4 = P##_fmadd_ps(a4, x, y); a5 = P##_fmadd_ps(a5, x, y);                        \
+        a6 = P##_fmadd_ps(a6, x, y); a7 = P##_fmadd_ps(a7, x, y);                        \
+        a8 = P##_fmadd_ps(a8, x, y); a9 = P##_fmadd_ps(a9, x, y);                        \
+        a10 = P##_fmadd_ps(a10, x, y); a11 = P##_fmadd_ps(a11, x, y);                    \
+        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4),          \
+                         "+v"(a5), "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10),    \
+                         "+v"(a11));                                                     \
+    }                                                                                    \
+    clock_gettime(CLOCK_MONOTONIC, &t1);                                                 \
+    V s = P##_add_ps(P##_add_ps(P##_add_ps(a0, a1), P##_add_ps(a2, a3)),                 \
+                     P##_add_ps(P##_add_ps(a4, a5), P##_add_ps(a6, a7)));                \
+    s = P##_add_ps(s, P##_add_ps(P##_add_ps(a8, a9), P##_add_ps(a10, a11)));             \
+    volatile float keep = P##_cvtss_f32(s);                                              \
+    (void)keep;                                                                          \
+    return ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec))  \
+           / ((double)iters * 12.0);                                                     \
+}
+"""
+
+SOURCE = FMA_CHAINS + r"""
 #include <immintrin.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,31 +85,7 @@ static float hsum8(__m256 v) {
     return _mm_cvtss_f32(_mm_add_ss(s, sh));
 }
 
-/* Seconds per vector FMA: 12 independent chains, throughput-bound. */
-double cal_fma(long iters) {
-    __m256 a0 = _mm256_set1_ps(0.f), a1 = _mm256_set1_ps(1.f), a2 = _mm256_set1_ps(2.f),
-           a3 = _mm256_set1_ps(3.f), a4 = _mm256_set1_ps(4.f), a5 = _mm256_set1_ps(5.f),
-           a6 = _mm256_set1_ps(6.f), a7 = _mm256_set1_ps(7.f), a8 = _mm256_set1_ps(8.f),
-           a9 = _mm256_set1_ps(9.f), a10 = _mm256_set1_ps(10.f), a11 = _mm256_set1_ps(11.f);
-    __m256 x = _mm256_set1_ps(0.999f), y = _mm256_set1_ps(0.001f);
-    double t0 = now();
-    for (long i = 0; i < iters; i++) {
-        a0 = _mm256_fmadd_ps(a0, x, y); a1 = _mm256_fmadd_ps(a1, x, y);
-        a2 = _mm256_fmadd_ps(a2, x, y); a3 = _mm256_fmadd_ps(a3, x, y);
-        a4 = _mm256_fmadd_ps(a4, x, y); a5 = _mm256_fmadd_ps(a5, x, y);
-        a6 = _mm256_fmadd_ps(a6, x, y); a7 = _mm256_fmadd_ps(a7, x, y);
-        a8 = _mm256_fmadd_ps(a8, x, y); a9 = _mm256_fmadd_ps(a9, x, y);
-        a10 = _mm256_fmadd_ps(a10, x, y); a11 = _mm256_fmadd_ps(a11, x, y);
-        KEEP(a0); KEEP(a1); KEEP(a2); KEEP(a3); KEEP(a4); KEEP(a5);
-        KEEP(a6); KEEP(a7); KEEP(a8); KEEP(a9); KEEP(a10); KEEP(a11);
-    }
-    double t = now() - t0;
-    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-               _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
-    s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
-    sink = hsum8(s);
-    return t / ((double)iters * 12.0);
-}
+MORELLO_FMA_CHAINS(cal_fma, __m256, _mm256)
 
 /* Seconds per line read (two vector loads) from a buffer of `bytes`, read `passes` times;
  * `stride` bytes between consecutive lines (64: streaming). Eight accumulators, so the
@@ -108,9 +120,9 @@ double cal_read(long bytes, long stride, long passes) {
 
 /* Seconds per line read from a buffer of `bytes` as groups of `streams` (1 to 16) runs
  * of `run` bytes each (`streams` 1 or even, `run` a multiple of 128), the runs of a group
- * read side by side (one line of each in turn),
- * then the next group: the order in which a matvec kernel reads `streams` weight rows of
- * `run` bytes at once (with run = bytes / streams, `streams` long runs side by side).
+ * read side by side (one line of each in turn), then the next group: the order in which
+ * a matvec kernel reads `streams` weight rows of `run` bytes at once (with run = bytes /
+ * streams, `streams` long runs side by side).
  * One stream is a plain sequential read. The buffer is written once, then read `passes`
  * times: the best pass counts (a kernel called in a loop reads its weights the same way,
  * from wherever they stay). */

@@ -64,9 +64,9 @@ def stream_cost(t: TensorSpec, target: Target, streams: int) -> int:
     the memory's bandwidth and several do, on others side by side is slower. A line costs
     ``gl_line`` for one stream and ``gl_line_parallel`` for the target's
     ``prefetch_streams`` (both measured by ``morello calibrate``), in between as
-    ``_stream_line`` says. Only for
-    kernels that read such streams themselves: loops over tiles keep ``move_cost`` (a
-    read-and-write stream such as a relu measured no faster for it).
+    ``_stream_line`` says. Only for kernels that read such streams themselves: loops over
+    tiles keep ``move_cost`` (a read-and-write stream such as a relu measured no faster
+    for it).
     """
     if t.level is not Level.GL:
         return move_cost(t, target)

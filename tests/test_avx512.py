@@ -145,8 +145,6 @@ def test_bf16_dot_rows_in_turn_take_sixteen_lanes(k, n):
     """gemma's weight rows read one after another (where side by side is dearer, as the
     built-in constants say), 64 bf16 a step in zmm: chosen by the search for a matvec
     from main memory, and scheduled by hand for odd shapes; against numpy f32."""
-    import ml_dtypes
-
     from morello import Move, Select, ToAccum, schedule
 
     spec = morello.matmul(1, k, n, dtypes=("f32", "bf16", "f32"), rhs_layout="cm",
@@ -156,13 +154,7 @@ def test_bf16_dot_rows_in_turn_take_sixteen_lanes(k, n):
     else:
         prog = schedule(spec, [Move(0, Level.L1), Move(2, Level.L1), ToAccum(), None,
                                Select("DotProductRows16")], target="avx512")
-    leaves = {str(x.action) for x in prog.impl.walk() if not x.children}
-    assert "DotProductRows16" in leaves, prog.impl.pformat()
-    fn = prog.compile()
-    rng = np.random.default_rng(5)
-    x = rng.uniform(-1, 1, (1, k)).astype(np.float32)
-    w = np.ascontiguousarray(rng.uniform(-1, 1, (n, k)).astype(ml_dtypes.bfloat16)).T
-    np.testing.assert_allclose(fn(x, w), x @ w.astype(np.float32), rtol=1e-4, atol=1e-5 * k)
+    _check_gemma_matvec(prog, "DotProductRows16", k, n, seed=5, rtol=1e-4)
 
 
 @pytest.mark.isa("avx512")
@@ -170,15 +162,21 @@ def test_bf16_dot_rows_in_turn_take_sixteen_lanes(k, n):
 def test_bf16_dot_rows_take_sixteen_lanes(k, n):
     """gemma's W[N×K] rows dotted with x, 32 bf16 a step (8 and 4 rows at once), against
     numpy f32 on the exactly widened weights."""
-    import ml_dtypes
-
     prog = morello.synthesize(morello.matmul(1, k, n, dtypes=("f32", "bf16", "f32"),
                                              rhs_layout="cm", target="avx512"),
                               target="avx512", db=False)
+    _check_gemma_matvec(prog, "DotProductLoop16", k, n, seed=4, rtol=1e-5)
+
+
+def _check_gemma_matvec(prog, kernel: str, k: int, n: int, seed: int, rtol: float) -> None:
+    """``prog`` (a bf16 matvec in gemma's orientation) uses ``kernel`` and matches numpy
+    f32 on the exactly widened weights, called with ``W.T`` of a row-major ``W[n×k]``."""
+    import ml_dtypes
+
     leaves = {str(x.action) for x in prog.impl.walk() if not x.children}
-    assert "DotProductLoop16" in leaves, prog.impl.pformat()
+    assert kernel in leaves, prog.impl.pformat()
     fn = prog.compile()
-    rng = np.random.default_rng(4)
+    rng = np.random.default_rng(seed)
     x = rng.uniform(-1, 1, (1, k)).astype(np.float32)
     w = np.ascontiguousarray(rng.uniform(-1, 1, (n, k)).astype(ml_dtypes.bfloat16)).T
-    np.testing.assert_allclose(fn(x, w), x @ w.astype(np.float32), rtol=1e-5, atol=1e-5 * k)
+    np.testing.assert_allclose(fn(x, w), x @ w.astype(np.float32), rtol=rtol, atol=1e-5 * k)

@@ -49,13 +49,12 @@ def test_only_matmul_moves_and_fills_leave_f32():
 
 def _calibration(tmp_path, **changes) -> str:
     """A calibration file: the built-in AVX2 constants with ``changes``."""
-    import json
+    from dataclasses import replace
 
-    consts = AVX2.costs.to_json() | changes
+    from morello import costs
+
     path = tmp_path / "cal.json"
-    path.write_text(json.dumps({"format": "morello-calibration", "version": 1,
-                                "target": "avx2", "constants": consts, "measured_ns": {},
-                                "host": "test"}))
+    costs.save(path, "avx2", replace(AVX2.costs, **changes), {}, "test")
     return str(path)
 
 
