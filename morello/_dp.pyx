@@ -23,7 +23,7 @@ cache; misses fall through to the persistent compressed tables (``morello._memo`
 """
 cimport cython
 from libc.stdint cimport int64_t, uint64_t
-from libc.stdlib cimport free, realloc
+from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memset
 
 from morello._expand cimport Expander, rows_free, rows_t
@@ -32,6 +32,9 @@ from morello._memo cimport MAX_NVALUES, MemoTable
 from morello._pages cimport KEY_WIDTH, PageCache
 from morello._vec cimport (_fill, _grow, _map_free, _map_get, _map_put, _push, _vec_free,
                            map_t, vec_t)
+
+import os
+import threading
 
 from morello.errors import DatabaseError
 
@@ -80,6 +83,40 @@ cdef struct persist_t:        # a memo entry to persist, grouped by its page
     int64_t page                  # dense index of its page key, in order of first sight
     int64_t id
     int64_t entry
+
+
+cdef extern from "<pthread.h>" nogil:
+    ctypedef struct pthread_mutex_t:
+        pass
+    ctypedef struct pthread_cond_t:
+        pass
+    int pthread_mutex_init(pthread_mutex_t*, const void*)
+    int pthread_mutex_destroy(pthread_mutex_t*)
+    int pthread_mutex_lock(pthread_mutex_t*)
+    int pthread_mutex_unlock(pthread_mutex_t*)
+    int pthread_cond_init(pthread_cond_t*, const void*)
+    int pthread_cond_destroy(pthread_cond_t*)
+    int pthread_cond_wait(pthread_cond_t*, pthread_mutex_t*)
+    int pthread_cond_signal(pthread_cond_t*)
+
+
+cdef int64_t PERSIST_AHEAD = 64   # pages the row-building thread may run ahead
+
+
+cdef struct job_t:            # persist's pages: rows built by one thread, put by another
+    persist_t* todo               # the entries, grouped by page
+    vec_t first                   # page p's entries: todo[first[p] .. first[p + 1]]
+    vec_t fam                     # per page: its table
+    vec_t ndim                    # per page: coordinates of its points
+    int64_t n_pages
+    int64_t** rows                # per page: its rows once built, until put (then freed)
+    int64_t produced              # pages whose rows are built
+    int64_t consumed              # pages taken by the putting thread
+    bint sync                     # the two threads share it (mu and cv are live)
+    bint stop                     # the putting thread is done (or failed): stop building
+    bint failed                   # out of memory building rows
+    pthread_mutex_t mu
+    pthread_cond_t cv
 
 
 cdef int64_t _gcd(int64_t a, int64_t b) noexcept nogil:
@@ -430,7 +467,7 @@ cdef class Solver:
         self.table_hits += 1
         return self.m_main.n - 1
 
-    def persist(self, flush=None):
+    def persist(self, flush=None, threaded=None):
         """Write every entry the search found (not yet written) into the pages; return
         how many. Entries go in page order, a page's entries at once (``put_page``), and
         ``flush()``, if given, is called after each page (the store writes and releases
@@ -438,18 +475,22 @@ cdef class Solver:
 
         Entries are grouped by a counting sort over dense page indices (an exact map of
         page keys), which keeps each page's entries in id order; a comparison sort of
-        the entries was an eighth of the write after a 1024^3 search."""
-        cdef int64_t lo[HARD_MAX_POINT]
+        the entries was an eighth of the write after a 1024^3 search.
+
+        The rows of the pages (each entry's point and values, gathered from the memo:
+        mostly cache misses) are built by a second thread without the GIL, up to
+        ``PERSIST_AHEAD`` pages ahead of this one, which puts them into the pages and
+        calls ``flush()`` (encoding, compression and the database write) meanwhile.
+        ``threaded``: None (the default) uses the thread when the machine has more than
+        one core; False builds each page's rows in turn here."""
         cdef int64_t hi[HARD_MAX_POINT]
         cdef int64_t key[KEY_WIDTH]
-        cdef int64_t m, i, vol, g, a, fam, n = 0, l, L = self.L, e, count = 0, w, nd, d
-        cdef int64_t group_fam = -1, group_n = 0, cap = 0, page, n_pages, tail
-        cdef persist_t* todo = NULL
+        cdef int64_t m, i, fam, L = self.L, e, count = 0, page, n_pages, n = 0, k
         cdef persist_t* order = NULL
-        cdef int64_t* rows = NULL
-        cdef int64_t* r
         cdef map_t pages
         cdef vec_t starts
+        cdef job_t job
+        cdef int64_t* rows
         if self.pages is None:
             return 0
         if 4 + L > MAX_NVALUES or self.pages.nvalues != 4 + L:
@@ -462,9 +503,11 @@ cdef class Solver:
                 m = self.m_next.data[m]
         memset(&pages, 0, sizeof(map_t))
         memset(&starts, 0, sizeof(vec_t))
+        memset(&job, 0, sizeof(job_t))
         pages.width = KEY_WIDTH
+        worker = None
         try:
-            _grow(<void**>&todo, count * sizeof(persist_t))
+            _grow(<void**>&job.todo, count * sizeof(persist_t))
             e = 0
             for i in range(self.memo_head.n):
                 m = self.memo_head.data[i]
@@ -477,70 +520,155 @@ cdef class Solver:
                             if page < 0:
                                 page = pages.vals.n
                                 _map_put(&pages, key, page)
-                            todo[e].page = page
-                            todo[e].id = i
-                            todo[e].entry = m
+                                _push(&job.fam, fam)
+                                _push(&job.ndim, self.pages.g_ndim.data[fam])
+                            job.todo[e].page = page
+                            job.todo[e].id = i
+                            job.todo[e].entry = m
                             e += 1
                     m = self.m_next.data[m]
             n_pages = pages.vals.n
             _map_free(&pages)
-            _fill(&starts, n_pages + 1, 0)
-            for count in range(e):
-                starts.data[todo[count].page + 1] += 1
+            # counting sort by page: job.first[p] .. job.first[p + 1] are page p's entries
+            _fill(&job.first, n_pages + 1, 0)
+            for k in range(e):
+                job.first.data[job.todo[k].page + 1] += 1
             for page in range(n_pages):
-                starts.data[page + 1] += starts.data[page]
+                job.first.data[page + 1] += job.first.data[page]
+            _fill(&starts, n_pages, 0)
+            for page in range(n_pages):
+                starts.data[page] = job.first.data[page]
             _grow(<void**>&order, e * sizeof(persist_t))
-            for count in range(e):
-                page = todo[count].page
-                order[starts.data[page]] = todo[count]
+            for k in range(e):
+                page = job.todo[k].page
+                order[starts.data[page]] = job.todo[k]
                 starts.data[page] += 1
-            free(todo)
-            todo = order
+            free(job.todo)
+            job.todo = order
             order = NULL
-            for count in range(e):
-                i = todo[count].id
-                m = todo[count].entry
-                fam = self.graph.point(i, self.m_hi.data + m * L, hi)
-                if count > 0 and todo[count].page != todo[count - 1].page:
-                    self.pages.put_page(group_fam, group_n, rows)
-                    group_n = 0
-                    if flush is not None:
-                        flush()
-                group_fam = fam
-                self.m_persist.data[m] = 0
-                nd = self.pages.g_ndim.data[fam]
-                tail = nd - L     # lo and hi differ only in their L limit coordinates
-                for d in range(tail):
-                    lo[d] = hi[d]
-                self.graph.limit_point(self.m_lo.data + m * L, lo + tail)
-                w = 2 * nd + 4 + L
-                if group_n >= cap:
-                    cap = 2 * cap if cap else 256
-                    _grow(<void**>&rows, cap * (2 * HARD_MAX_POINT + MAX_NVALUES)
-                          * sizeof(int64_t))
-                r = rows + group_n * w
-                for d in range(nd):
-                    r[d] = lo[d]
-                    r[nd + d] = hi[d]
-                vol = self.graph.volume(i)
-                a = self.m_main.data[m]
-                g = _gcd(a, vol) if a else vol
-                r[2 * nd] = a // g
-                r[2 * nd + 1] = vol // g
-                for l in range(L):
-                    r[2 * nd + 2 + l] = self.m_peaks.data[m * L + l]
-                r[2 * nd + 2 + L] = self.m_depth.data[m]
-                r[2 * nd + 3 + L] = self.m_action.data[m]
-                group_n += 1
-                n += 1
-            if group_n:
-                self.pages.put_page(group_fam, group_n, rows)
-            if flush is not None:
+            job.n_pages = n_pages
+            _grow(<void**>&job.rows, (n_pages if n_pages else 1) * sizeof(int64_t*))
+            memset(job.rows, 0, (n_pages if n_pages else 1) * sizeof(int64_t*))
+            if threaded is None:
+                threaded = (os.cpu_count() or 1) > 1
+            if threaded and n_pages > 1:
+                pthread_mutex_init(&job.mu, NULL)
+                pthread_cond_init(&job.cv, NULL)
+                job.sync = 1
+                worker = threading.Thread(target=self._produce_all, args=(<size_t>&job,),
+                                          name="morello-persist-rows", daemon=True)
+                worker.start()
+            for page in range(n_pages):
+                if job.sync:
+                    with nogil:
+                        pthread_mutex_lock(&job.mu)
+                        while job.produced <= page and not job.failed:
+                            pthread_cond_wait(&job.cv, &job.mu)
+                        pthread_mutex_unlock(&job.mu)
+                elif self._produce_page(&job, page) < 0:
+                    job.failed = 1
+                if job.failed:
+                    raise MemoryError("no memory for the rows of a page")
+                rows = job.rows[page]
+                job.rows[page] = NULL
+                if job.sync:
+                    with nogil:
+                        pthread_mutex_lock(&job.mu)
+                        job.consumed = page + 1
+                        pthread_cond_signal(&job.cv)
+                        pthread_mutex_unlock(&job.mu)
+                try:
+                    k = job.first.data[page + 1] - job.first.data[page]
+                    self.pages.put_page(job.fam.data[page], k, rows)
+                finally:
+                    free(rows)
+                for k in range(job.first.data[page], job.first.data[page + 1]):
+                    self.m_persist.data[job.todo[k].entry] = 0
+                n += job.first.data[page + 1] - job.first.data[page]
+                if flush is not None:
+                    flush()
+            if flush is not None and n_pages == 0:
                 flush()
         finally:
+            if worker is not None:
+                with nogil:
+                    pthread_mutex_lock(&job.mu)
+                    job.stop = 1
+                    pthread_cond_signal(&job.cv)
+                    pthread_mutex_unlock(&job.mu)
+                worker.join()
+            if job.sync:
+                pthread_cond_destroy(&job.cv)
+                pthread_mutex_destroy(&job.mu)
+            if job.rows != NULL:
+                for page in range(job.n_pages):
+                    free(job.rows[page])
+            free(job.rows)
             _map_free(&pages)
             _vec_free(&starts)
-            free(todo)
+            _vec_free(&job.first)
+            _vec_free(&job.fam)
+            _vec_free(&job.ndim)
+            free(job.todo)
             free(order)
-            free(rows)
         return n
+
+    def _produce_all(self, size_t address):
+        """The row-building thread of ``persist``: every page's rows in turn, waiting
+        while it is ``PERSIST_AHEAD`` pages ahead, until done or told to stop."""
+        cdef job_t* job = <job_t*>address
+        cdef int64_t page
+        with nogil:
+            for page in range(job.n_pages):
+                pthread_mutex_lock(&job.mu)
+                while job.consumed + PERSIST_AHEAD <= page and not job.stop:
+                    pthread_cond_wait(&job.cv, &job.mu)
+                pthread_mutex_unlock(&job.mu)
+                if job.stop:
+                    break
+                if self._produce_page(job, page) < 0:
+                    pthread_mutex_lock(&job.mu)
+                    job.failed = 1
+                    pthread_cond_signal(&job.cv)
+                    pthread_mutex_unlock(&job.mu)
+                    break
+                pthread_mutex_lock(&job.mu)
+                job.produced = page + 1
+                pthread_cond_signal(&job.cv)
+                pthread_mutex_unlock(&job.mu)
+
+    cdef int _produce_page(self, void* job_, int64_t page) noexcept nogil:
+        """Build the rows ``[lo, hi, values]`` of page ``page``'s entries into a new
+        buffer (``job.rows[page]``, a ``job_t``); -1 if out of memory. Reads the memo
+        only."""
+        cdef job_t* job = <job_t*>job_
+        cdef int64_t lo[HARD_MAX_POINT]
+        cdef int64_t hi[HARD_MAX_POINT]
+        cdef int64_t L = self.L, nd = job.ndim.data[page], tail = nd - L
+        cdef int64_t w = 2 * nd + 4 + L, k, i, m, d, l, vol, a, g
+        cdef int64_t k0 = job.first.data[page], k1 = job.first.data[page + 1]
+        cdef int64_t* r = <int64_t*>malloc((k1 - k0) * w * sizeof(int64_t) + 1)
+        if r == NULL:
+            return -1
+        job.rows[page] = r
+        for k in range(k0, k1):
+            i = job.todo[k].id
+            m = job.todo[k].entry
+            self.graph.point(i, self.m_hi.data + m * L, hi)
+            for d in range(tail):     # lo and hi differ only in their L limit coordinates
+                lo[d] = hi[d]
+            self.graph.limit_point(self.m_lo.data + m * L, lo + tail)
+            for d in range(nd):
+                r[d] = lo[d]
+                r[nd + d] = hi[d]
+            vol = self.graph.volume(i)
+            a = self.m_main.data[m]
+            g = _gcd(a, vol) if a else vol
+            r[2 * nd] = a // g
+            r[2 * nd + 1] = vol // g
+            for l in range(L):
+                r[2 * nd + 2 + l] = self.m_peaks.data[m * L + l]
+            r[2 * nd + 2 + L] = self.m_depth.data[m]
+            r[2 * nd + 3 + L] = self.m_action.data[m]
+            r += w
+        return 0

@@ -226,3 +226,59 @@ def test_kernel_level_hints_are_necessary_conditions():
                     checked += 1
         assert checked > 50, checked
         assert tgt is not AVX512 or any(k.name.endswith("16") for k in eng.kernels.kernels)
+
+
+def _saved_pages(path):
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    try:
+        return con.execute("SELECT tbl, page, version, nboxes, data FROM pages "
+                           "ORDER BY tbl, page, version").fetchall()
+    finally:
+        con.close()
+
+
+def test_persist_with_the_row_thread_writes_what_one_thread_writes(tmp_path):
+    """``Solver.persist`` builds page rows on a second thread (more pages than it may run
+    ahead of the writer, so it also waits for it); the file is byte for byte the one a
+    single thread writes, and the Engine then holds nothing more to persist."""
+    from morello.db import Store
+
+    spec = morello.matmul(48, 40, 56)
+    written = {}
+    for threaded in (False, True):
+        path = tmp_path / f"t{int(threaded)}.sqlite"
+        store = Store(path, AVX2)
+        eng = Engine(AVX2, store=store)
+        eng.solve(spec)
+        counts = []
+        store.save(eng.pages, eng.table_keys, {}, None, eng.store_ids,
+                   lambda flush, e=eng, t=threaded: counts.append(e.solver.persist(flush, t)))
+        assert counts[0] > 0 and eng.solver.persist(None, threaded) == 0
+        written[threaded] = _saved_pages(path)
+    assert len(written[True]) > 64  # more pages than the thread may build ahead
+    assert written[True] == written[False]
+
+
+def test_persist_stops_its_row_thread_when_the_writer_fails(tmp_path):
+    """A failing ``flush`` (the database write) ends ``persist`` with its error, the row
+    thread stopped and joined; the entries of pages not put are still to persist."""
+    import threading
+
+    from morello.db import Store
+
+    store = Store(tmp_path / "t.sqlite", AVX2)
+    eng = Engine(AVX2, store=store)
+    eng.solve(morello.matmul(48, 40, 56))
+    calls = []
+
+    def flush():
+        calls.append(1)
+        if len(calls) == 3:
+            raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        eng.solver.persist(flush, True)
+    assert not any(t.name == "morello-persist-rows" for t in threading.enumerate())
+    assert eng.solver.persist(None, False) > 0
