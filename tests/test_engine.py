@@ -254,7 +254,7 @@ def test_persist_with_the_row_thread_writes_what_one_thread_writes(tmp_path):
         eng.solve(spec)
         counts = []
         store.save(eng.pages, eng.table_keys, {}, None, eng.store_ids,
-                   lambda flush, e=eng, t=threaded: counts.append(e.solver.persist(flush, t)))
+                   lambda flush, e=eng, t=threaded, c=counts: c.append(e.solver.persist(flush, t)))
         assert counts[0] > 0 and eng.solver.persist(None, threaded) == 0
         written[threaded] = _saved_pages(path)
     assert len(written[True]) > 64  # more pages than the thread may build ahead
