@@ -24,7 +24,7 @@ cache; misses fall through to the persistent compressed tables (``morello._memo`
 cimport cython
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 
 from morello._expand cimport Expander, rows_free, rows_t
 from morello._graph cimport HARD_MAX_LEVELS, HARD_MAX_POINT, SpecGraph
@@ -535,9 +535,8 @@ cdef class Solver:
                 job.first.data[job.todo[k].page + 1] += 1
             for page in range(n_pages):
                 job.first.data[page + 1] += job.first.data[page]
-            _fill(&starts, n_pages, 0)
-            for page in range(n_pages):
-                starts.data[page] = job.first.data[page]
+            _fill(&starts, n_pages, 0)  # where each page's next entry goes
+            memcpy(starts.data, job.first.data, n_pages * sizeof(int64_t))
             _grow(<void**>&order, e * sizeof(persist_t))
             for k in range(e):
                 page = job.todo[k].page
@@ -618,13 +617,15 @@ cdef class Solver:
         while it is ``PERSIST_AHEAD`` pages ahead, until done or told to stop."""
         cdef job_t* job = <job_t*>address
         cdef int64_t page
+        cdef bint stop
         with nogil:
             for page in range(job.n_pages):
                 pthread_mutex_lock(&job.mu)
                 while job.consumed + PERSIST_AHEAD <= page and not job.stop:
                     pthread_cond_wait(&job.cv, &job.mu)
+                stop = job.stop  # read under the lock, as it is written
                 pthread_mutex_unlock(&job.mu)
-                if job.stop:
+                if stop:
                     break
                 if self._produce_page(job, page) < 0:
                     pthread_mutex_lock(&job.mu)
