@@ -358,14 +358,14 @@ class _Session:
         self.db_path = db_path
         self.lock = threading.RLock()
         self.store = dbmod.Store(db_path, target) if db_path is not None else None
-        self.roots: dict[str, tuple[list[int], int]] = {}  # not yet saved
+        self.roots: dict[str, tuple[list, int]] = {}  # not yet saved
         self._engine: Engine | None = None
         if self.store is not None and not self.store.writable:
             warnings.warn(f"database {db_path} is read-only: it answers what it holds, "
                           "and new results are kept in this process only",
                           DatabaseWarning, stacklevel=4)
 
-    def root(self, text: str) -> tuple[list[int], int] | None:
+    def root(self, text: str) -> tuple[list, int] | None:
         found = self.roots.get(text)
         if found is None and self.store is not None:
             found = self.store.root(text)

@@ -15,7 +15,9 @@ constants, threads or kernels never mix, and one file can serve them all. Tables
                                             the commit that wrote the part, and its boxes
                                             (``morello.pageblob``: typed columns + crc32)
     roots(ctx, spec, trace, cost)           a Spec asked for (its text form) -> the action
-                                            trace of its optimal Impl and its cost
+                                            trace of its optimal Impl (JSON: each node's
+                                            [group, index], or an older morello's action
+                                            index) and its cost
 
 Reads are lazy: a search reads the directory of a table (page coordinates and versions)
 when it first meets the table, and a page when a lookup first falls in it
@@ -92,6 +94,17 @@ MAX_DEPTH = 1 << 16
 MAX_ACTION = 1 << 16
 MAX_TRACE = 1 << 20          # characters of a stored trace
 MAX_ROOT_TEXT = 1 << 16      # characters of a stored Spec text
+
+
+def valid_trace(trace) -> bool:
+    """Whether ``trace`` (decoded JSON) is a list of action indices or ``[group, index]``
+    pairs in range (``morello.impl.replay`` checks that each names an action)."""
+    def index(a) -> bool:
+        return isinstance(a, int) and not isinstance(a, bool) and 0 <= a < MAX_ACTION
+
+    return isinstance(trace, list) and all(
+        index(a) or (isinstance(a, list) and len(a) == 2 and index(a[0]) and index(a[1]))
+        for a in trace)
 
 
 def identity(target) -> tuple[str, str]:
@@ -545,7 +558,7 @@ class Store:
                                 "delete it or pass another --db") from None
         return lo, hi, values
 
-    def root(self, spec_text: str) -> tuple[list[int], int] | None:
+    def root(self, spec_text: str) -> tuple[list, int] | None:
         """The stored ``(trace, cost)`` of a Spec asked for before, or None."""
         if self.ctx is None:
             self.ctx = self._context(create=False)
@@ -562,9 +575,7 @@ class Store:
             trace = json.loads(trace_text)
         except (ValueError, RecursionError):
             return None
-        if (not isinstance(trace, list) or not all(
-                isinstance(a, int) and not isinstance(a, bool) and 0 <= a < MAX_ACTION
-                for a in trace) or not isinstance(cost, int) or not 0 <= cost < MAX_COST):
+        if not valid_trace(trace) or not isinstance(cost, int) or not 0 <= cost < MAX_COST:
             return None
         return trace, cost
 
@@ -990,8 +1001,7 @@ def check(path) -> dict:
                 roots += 1
                 try:
                     t = json.loads(trace)
-                    ok = (isinstance(t, list) and all(isinstance(a, int) for a in t)
-                          and isinstance(cost, int) and isinstance(spec, str))
+                    ok = valid_trace(t) and isinstance(cost, int) and isinstance(spec, str)
                 except (TypeError, ValueError, RecursionError):
                     ok = False
                 if not ok:

@@ -1,7 +1,9 @@
 """Impl trees: a Spec, the action chosen for it, and the Impls of its holes.
 
 An Impl is rebuilt from the memo table by replaying action indices: re-enumerate
-``actions(spec)``, take the stored index, expand it, recurse into its sub-Specs.
+``actions(spec)``, take the stored index, expand it, recurse into its sub-Specs. A stored
+root keeps each action as its place in its group (``Impl.located_trace``): replaying it
+makes only that group of each Spec's actions, not every group before it.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from dataclasses import dataclass
 from morello.cost import Cost, combine
 from morello.errors import MorelloError
 from morello.memory import Target
-from morello.rewrites import Action, action_groups, actions
+from morello.rewrites import Action, action_groups, action_in_group, actions
 from morello.specs import Spec
 
 
@@ -19,7 +21,7 @@ from morello.specs import Spec
 class Impl:
     spec: Spec
     action: Action
-    action_index: int
+    at: tuple[int, int]  # (group, index in the group) of the action (``group_makers``)
     children: tuple[Impl, ...]
     cost: Cost
 
@@ -28,9 +30,9 @@ class Impl:
         for c in self.children:
             yield from c.walk()
 
-    def trace(self) -> list[int]:
-        """The action indices in pre-order: replaying them rebuilds this Impl."""
-        return [n.action_index for n in self.walk()]
+    def trace(self) -> list[list[int]]:
+        """Each node's ``[group, index]`` in pre-order: replaying them rebuilds this Impl."""
+        return [list(n.at) for n in self.walk()]
 
     def pformat(self) -> str:
         lines: list[str] = []
@@ -46,28 +48,36 @@ class Impl:
         return self.pformat()
 
 
-def action_at(spec: Spec, target: Target, index: int):
-    """The action with index ``index`` of ``spec`` and its expansion; a clear error when
-    the index is stale (out of range, or an action that does not apply: a result stored
-    by a morello with another action table)."""
-    act = None
-    if not isinstance(index, bool) and isinstance(index, int) and index >= 0:
+def action_at(spec: Spec, target: Target, index):
+    """The action of ``spec`` at ``index`` (its index in ``actions(spec)``, as the memo
+    stores it, or its ``[group, index]`` in ``group_makers``), its expansion and its
+    ``(group, index)``; a clear error when the index is stale (out of range, or an action
+    that does not apply: a result stored by a morello with another action table)."""
+    act, at = None, (-1, -1)
+    if _is_index(index):
         rest = index
-        for group in action_groups(spec, target):
+        for g, group in enumerate(action_groups(spec, target)):
             if rest < len(group):
-                act = group[rest]
+                act, at = group[rest], (g, rest)
                 break
             rest -= len(group)
+    elif isinstance(index, (list, tuple)) and len(index) == 2 and all(map(_is_index, index)):
+        at = (index[0], index[1])
+        act = action_in_group(spec, target, *at)
     if act is None:
         raise MorelloError(f"stale action index {index!r} for {spec.logical_str()} "
                            f"({len(actions(spec, target))} actions): the result was "
                            "stored under another action table")
     exp = act.expand(spec, target)
     if exp is None:
-        raise MorelloError(f"stale action index {index} for {spec.logical_str()}: {act} "
+        raise MorelloError(f"stale action index {index!r} for {spec.logical_str()}: {act} "
                            "does not apply (the result was stored under another action "
                            "table)")
-    return act, exp
+    return act, exp, at
+
+
+def _is_index(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
 
 
 def reconstruct(spec: Spec, target: Target, lookup) -> Impl:
@@ -75,23 +85,24 @@ def reconstruct(spec: Spec, target: Target, lookup) -> Impl:
     sol = lookup(spec)
     if sol is None:
         raise MorelloError(f"no implementation exists for {spec}")
-    act, exp = action_at(spec, target, sol.action)
+    act, exp, at = action_at(spec, target, sol.action)
     children = tuple(reconstruct(c, target, lookup) for c in exp.children)
     cost = combine(exp.const, exp.coefs, exp.own, [c.cost for c in children])
-    return Impl(spec, act, sol.action, children, cost)
+    return Impl(spec, act, at, children, cost)
 
 
-def replay(spec: Spec, target: Target, trace: list[int]) -> Impl:
-    """Rebuild an Impl from a pre-order action trace (see ``Impl.trace``)."""
+def replay(spec: Spec, target: Target, trace: list) -> Impl:
+    """Rebuild an Impl from a pre-order trace of action indices or ``[group, index]``
+    pairs (``Impl.trace``)."""
     it = iter(trace)
 
     def build(s: Spec) -> Impl:
         idx = next(it, None)
         if idx is None:
             raise MorelloError(f"the trace ends before {s.logical_str()}")
-        act, exp = action_at(s, target, idx)
+        act, exp, at = action_at(s, target, idx)
         children = tuple(build(c) for c in exp.children)
-        return Impl(s, act, idx, children,
+        return Impl(s, act, at, children,
                     combine(exp.const, exp.coefs, exp.own, [c.cost for c in children]))
 
     return build(spec)

@@ -24,7 +24,7 @@ import time
 from morello.api import Program, _session
 from morello.cost import combine
 from morello.errors import MorelloError, RewriteError, SpecError
-from morello.impl import Impl, reconstruct
+from morello.impl import Impl, action_at, reconstruct
 from morello.memory import Target, parse_target
 from morello.rewrites import Action, actions
 from morello.search import SearchStats
@@ -79,12 +79,10 @@ def schedule(spec: Spec, steps: list[Action | None], target: str | Target = "avx
             shown = ", ".join(str(a) for a in applicable[:40])
             raise RewriteError(f"{step} does not apply to {s.logical_str()}; "
                                f"applicable here: {shown}")
-        idx = cands.index(step)
-        exp = step.expand(s, tgt)
-        assert exp is not None  # step is in applicable
+        _, exp, at = action_at(s, tgt, cands.index(step))
         children = tuple(build(c) for c in exp.children)
         cost = combine(exp.const, exp.coefs, exp.own, [c.cost for c in children])
-        return Impl(s, step, idx, children, cost)
+        return Impl(s, step, at, children, cost)
 
     with sess.lock:
         try:

@@ -119,6 +119,10 @@ def test_replaying_a_stale_action_index_raises_a_clear_error():
         replay(spec, AVX2, [99999] + trace[1:])
     with pytest.raises(MorelloError, match="stale action index"):
         replay(spec, AVX2, [0] * len(trace))
+    group, index = trace[0]
+    for bad in ([group, 99999], [99, index], [group], [group, index, 0], [-1, 0]):
+        with pytest.raises(MorelloError, match="stale action index"):
+            replay(spec, AVX2, [bad] + trace[1:])
 
 
 def test_merged_databases_answer_what_each_answered(tmp_path):

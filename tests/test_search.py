@@ -24,7 +24,7 @@ from morello.impl import reconstruct, replay, trace_json
 from morello.layouts import row_major
 from morello.memory import AVX2, Level, MemoryLimits
 from morello.reference_dp import exhaustive_main_cost
-from morello.rewrites import Move, actions
+from morello.rewrites import Move, action_groups, actions
 from morello.search import Engine
 from morello.specs import PrimKind, Spec
 from morello.tensorspec import TensorSpec
@@ -148,6 +148,12 @@ def test_impl_replays_from_its_trace(spec):
     assert trace == impl.trace()
     again = replay(spec, AVX2, trace)
     assert again == impl
+    # The memo's form (each action's index in actions(spec), an older morello's stored
+    # trace) names the same actions: a [group, index] is that index less the groups before.
+    flat = [sum(len(g) for g in list(action_groups(n.spec, AVX2))[:n.at[0]]) + n.at[1]
+            for n in impl.walk()]
+    assert all(actions(n.spec, AVX2)[i] == n.action for n, i in zip(impl.walk(), flat))
+    assert replay(spec, AVX2, flat) == impl
     # Kernel parameters are pointers: only Specs over memory operands have C.
     if any(o.level.counts_registers for o in spec.operands):
         return

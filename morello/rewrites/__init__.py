@@ -23,7 +23,7 @@ from morello.rewrites.accum import ToAccum
 from morello.rewrites.base import Expansion, RewriteError
 from morello.rewrites.bufferize import Bufferize, bufferize_actions
 from morello.rewrites.decompose import Decompose, decompose_actions
-from morello.rewrites.move import LAYOUT_SCHEME, Move, move_actions
+from morello.rewrites.move import LAYOUT_SCHEME, Move, operand_moves
 from morello.rewrites.select import Select, select_actions
 from morello.rewrites.tile import (
     Split,
@@ -38,7 +38,8 @@ Action = TileOut | Split | Move | ToAccum | Select | Decompose | Bufferize
 
 __all__ = [
     "Action", "Bufferize", "Decompose", "Expansion", "Move", "RewriteError", "Select",
-    "Split", "TileOut", "ToAccum", "action_groups", "actions", "actions_fingerprint",
+    "Split", "TileOut", "ToAccum", "action_groups", "action_in_group", "actions",
+    "actions_fingerprint", "group_makers",
 ]
 
 
@@ -50,17 +51,42 @@ def actions(spec: Spec, target: Target) -> list[Action]:
     return out
 
 
+def group_makers(spec: Spec, target: Target) -> list:
+    """The groups of ``actions(spec)`` in order, each as a function that makes it: the
+    moves of each operand in turn, tiles, kernels, ToAccum, splits, decompositions,
+    bufferizations. An action's place in its group, ``(group, index)``, finds it by making
+    that group alone (``action_in_group``)."""
+    kind = spec.kind
+    makers: list = [functools.partial(operand_moves, kind, i, t, target)
+                    for i, t in enumerate(spec.operands)]
+    makers.append(functools.partial(tile_actions, spec, target))
+    makers.append(functools.partial(select_actions, spec, target))
+    if kind.info.accum is not None:
+        makers.append(_to_accum)
+    makers.append(functools.partial(split_actions, spec, target))
+    makers.append(functools.partial(decompose_actions, spec, target))
+    makers.append(functools.partial(bufferize_actions, spec, target))
+    return makers
+
+
+def _to_accum() -> tuple[ToAccum]:
+    return (ToAccum(),)
+
+
 def action_groups(spec: Spec, target: Target):
-    """``actions(spec)`` in its groups, in order, each made when it is reached (so the
-    action at one index is found without making the groups after it)."""
-    yield move_actions(spec, target)
-    yield tile_actions(spec, target)
-    yield select_actions(spec, target)
-    if spec.kind.info.accum is not None:
-        yield [ToAccum()]
-    yield split_actions(spec, target)
-    yield decompose_actions(spec, target)
-    yield bufferize_actions(spec, target)
+    """``actions(spec)`` in its groups (``group_makers``), in order, each made when it is
+    reached (so the action at one index is found without making the groups after it)."""
+    for make in group_makers(spec, target):
+        yield make()
+
+
+def action_in_group(spec: Spec, target: Target, group: int, index: int) -> Action | None:
+    """Action ``index`` of group ``group`` of ``spec`` (None when there is none)."""
+    makers = group_makers(spec, target)
+    if not 0 <= group < len(makers):
+        return None
+    acts = makers[group]()
+    return acts[index] if 0 <= index < len(acts) else None
 
 
 @functools.lru_cache(maxsize=16)

@@ -157,13 +157,6 @@ def _move_spec(src: TensorSpec, dst: TensorSpec, parent: Spec, limits) -> Spec:
     return Spec(PrimKind.MOVE, src.shape, (src, dst), parent.serial_only, limits)
 
 
-def move_actions(spec: Spec, target: Target) -> list[Move]:
-    acts: list[Move] = []
-    for i, t in enumerate(spec.operands):
-        acts.extend(operand_moves(spec.kind, i, t, target))
-    return acts
-
-
 @functools.lru_cache(maxsize=1 << 16)
 def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tuple[Move, ...]:
     """The Move actions of operand ``i`` (of a Spec of ``kind``), in their fixed order."""
