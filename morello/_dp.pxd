@@ -59,4 +59,4 @@ cdef class Solver:
     cdef int64_t _lookup_local(self, int64_t i, const int64_t* limits) noexcept nogil
     cdef int _store(self, frame_t* f) except -1 nogil
     cdef int64_t _from_table(self, int64_t i, const int64_t* limits) except -2
-    cdef int _produce_page(self, void* job, int64_t page) noexcept nogil
+    cdef int _produce_page(self, void* job, int64_t page) except -1 nogil

@@ -29,7 +29,7 @@ from libc.string cimport memcpy, memset
 from morello._expand cimport Expander, rows_free, rows_t
 from morello._graph cimport HARD_MAX_LEVELS, HARD_MAX_POINT, SpecGraph
 from morello._memo cimport MAX_NVALUES, MemoTable
-from morello._pages cimport KEY_WIDTH, PageCache
+from morello._pages cimport KEY_WIDTH, PageCache, prepare_rows
 from morello._vec cimport (_fill, _grow, _map_free, _map_get, _map_put, _push, _vec_free,
                            map_t, vec_t)
 
@@ -108,6 +108,10 @@ cdef struct job_t:            # persist's pages: rows built by one thread, put b
     vec_t first                   # page p's entries: todo[first[p] .. first[p + 1]]
     vec_t fam                     # per page: its table
     vec_t ndim                    # per page: coordinates of its points
+    vec_t exact                   # per page: its table's exact dims (-1: rows not prepared)
+    vec_t merge                   # per page: its table's merge dims (``prepare_rows``)
+    vec_t count                   # per page: its rows once built (carved and merged)
+    vec_t carved                  # per page: groups of overlapping boxes carved
     int64_t n_pages
     int64_t** rows                # per page: its rows once built, until put (then freed)
     int64_t produced              # pages whose rows are built
@@ -485,7 +489,8 @@ cdef class Solver:
         one core; False builds each page's rows in turn here."""
         cdef int64_t hi[HARD_MAX_POINT]
         cdef int64_t key[KEY_WIDTH]
-        cdef int64_t m, i, fam, L = self.L, e, count = 0, page, n_pages, n = 0, k
+        cdef int64_t m, i, fam, L = self.L, e, count = 0, page, n_pages, n = 0, k, nd, exact
+        cdef uint64_t merge
         cdef persist_t* order = NULL
         cdef map_t pages
         cdef vec_t starts
@@ -520,8 +525,11 @@ cdef class Solver:
                             if page < 0:
                                 page = pages.vals.n
                                 _map_put(&pages, key, page)
+                                self.pages.page_geometry(fam, &nd, &exact, &merge)
                                 _push(&job.fam, fam)
-                                _push(&job.ndim, self.pages.g_ndim.data[fam])
+                                _push(&job.ndim, nd)
+                                _push(&job.exact, exact)
+                                _push(&job.merge, <int64_t>merge)
                             job.todo[e].page = page
                             job.todo[e].id = i
                             job.todo[e].entry = m
@@ -546,6 +554,8 @@ cdef class Solver:
             job.todo = order
             order = NULL
             job.n_pages = n_pages
+            _fill(&job.count, n_pages, 0)
+            _fill(&job.carved, n_pages, 0)
             _grow(<void**>&job.rows, (n_pages if n_pages else 1) * sizeof(int64_t*))
             memset(job.rows, 0, (n_pages if n_pages else 1) * sizeof(int64_t*))
             if threaded is None:
@@ -564,8 +574,8 @@ cdef class Solver:
                         while job.produced <= page and not job.failed:
                             pthread_cond_wait(&job.cv, &job.mu)
                         pthread_mutex_unlock(&job.mu)
-                elif self._produce_page(&job, page) < 0:
-                    job.failed = 1
+                else:
+                    self._produce_page(&job, page)
                 if job.failed:
                     raise MemoryError("no memory for the rows of a page")
                 rows = job.rows[page]
@@ -577,8 +587,9 @@ cdef class Solver:
                         pthread_cond_signal(&job.cv)
                         pthread_mutex_unlock(&job.mu)
                 try:
-                    k = job.first.data[page + 1] - job.first.data[page]
-                    self.pages.put_page(job.fam.data[page], k, rows)
+                    self.pages.bulk_carved += job.carved.data[page]
+                    self.pages.put_page(job.fam.data[page], job.count.data[page], rows,
+                                        job.exact.data[page] >= 0)
                 finally:
                     free(rows)
                 for k in range(job.first.data[page], job.first.data[page + 1]):
@@ -608,50 +619,59 @@ cdef class Solver:
             _vec_free(&job.first)
             _vec_free(&job.fam)
             _vec_free(&job.ndim)
+            _vec_free(&job.exact)
+            _vec_free(&job.merge)
+            _vec_free(&job.count)
+            _vec_free(&job.carved)
             free(job.todo)
             free(order)
         return n
 
     def _produce_all(self, size_t address):
         """The row-building thread of ``persist``: every page's rows in turn, waiting
-        while it is ``PERSIST_AHEAD`` pages ahead, until done or told to stop."""
+        while it is ``PERSIST_AHEAD`` pages ahead, until done or told to stop. Out of
+        memory, it marks the job failed (the putting thread raises) and stops."""
         cdef job_t* job = <job_t*>address
         cdef int64_t page
         cdef bint stop
-        with nogil:
-            for page in range(job.n_pages):
-                pthread_mutex_lock(&job.mu)
-                while job.consumed + PERSIST_AHEAD <= page and not job.stop:
-                    pthread_cond_wait(&job.cv, &job.mu)
-                stop = job.stop  # read under the lock, as it is written
-                pthread_mutex_unlock(&job.mu)
-                if stop:
-                    break
-                if self._produce_page(job, page) < 0:
+        try:
+            with nogil:
+                for page in range(job.n_pages):
                     pthread_mutex_lock(&job.mu)
-                    job.failed = 1
+                    while job.consumed + PERSIST_AHEAD <= page and not job.stop:
+                        pthread_cond_wait(&job.cv, &job.mu)
+                    stop = job.stop  # read under the lock, as it is written
+                    pthread_mutex_unlock(&job.mu)
+                    if stop:
+                        break
+                    self._produce_page(job, page)
+                    pthread_mutex_lock(&job.mu)
+                    job.produced = page + 1
                     pthread_cond_signal(&job.cv)
                     pthread_mutex_unlock(&job.mu)
-                    break
+        except MemoryError:
+            with nogil:
                 pthread_mutex_lock(&job.mu)
-                job.produced = page + 1
+                job.failed = 1
                 pthread_cond_signal(&job.cv)
                 pthread_mutex_unlock(&job.mu)
 
-    cdef int _produce_page(self, void* job_, int64_t page) noexcept nogil:
+    cdef int _produce_page(self, void* job_, int64_t page) except -1 nogil:
         """Build the rows ``[lo, hi, values]`` of page ``page``'s entries into a new
-        buffer (``job.rows[page]``, a ``job_t``); -1 if out of memory. Reads the memo
-        only."""
+        buffer (``job.rows[page]``, a ``job_t``; their count ``job.count[page]``), carved
+        and merged ready to freeze (``prepare_rows``) when the table has exact dims.
+        Reads the memo only; MemoryError when out of memory."""
         cdef job_t* job = <job_t*>job_
         cdef int64_t lo[HARD_MAX_POINT]
         cdef int64_t hi[HARD_MAX_POINT]
         cdef int64_t L = self.L, nd = job.ndim.data[page], tail = nd - L
-        cdef int64_t w = 2 * nd + 4 + L, k, i, m, d, l, vol, a, g
+        cdef int64_t w = 2 * nd + 4 + L, k, i, m, d, l, vol, a, g, n
         cdef int64_t k0 = job.first.data[page], k1 = job.first.data[page + 1]
-        cdef int64_t* r = <int64_t*>malloc((k1 - k0) * w * sizeof(int64_t) + 1)
-        if r == NULL:
-            return -1
-        job.rows[page] = r
+        cdef int64_t* r = NULL
+        cdef int64_t* r0
+        cdef vec_t spare
+        _grow(<void**>&r, (k1 - k0) * w * sizeof(int64_t))
+        job.rows[page] = r0 = r
         for k in range(k0, k1):
             i = job.todo[k].id
             m = job.todo[k].entry
@@ -672,4 +692,20 @@ cdef class Solver:
             r[2 * nd + 2 + L] = self.m_depth.data[m]
             r[2 * nd + 3 + L] = self.m_action.data[m]
             r += w
+        job.count.data[page] = k1 - k0
+        if job.exact.data[page] < 0:
+            return 0
+        memset(&spare, 0, sizeof(vec_t))
+        r = r0
+        try:
+            n = prepare_rows(nd, 4 + L, <uint64_t>job.exact.data[page],
+                             <uint64_t>job.merge.data[page], k1 - k0, &r, &spare,
+                             &job.carved.data[page])
+            if r != r0:  # carved: the rows are spare's now
+                job.rows[page] = spare.data
+                memset(&spare, 0, sizeof(vec_t))
+                free(r0)
+            job.count.data[page] = n
+        finally:
+            _vec_free(&spare)
         return 0

@@ -130,11 +130,14 @@ cdef class PageCache:
                  const int64_t* val) except -1
     cdef int _put_in_page(self, int64_t table, const int64_t* lo, const int64_t* hi,
                           const int64_t* val) except -1
-    cdef int _carve(self, int64_t table, int64_t n, int64_t* rows, vec_t* out) except -1
     cdef uint64_t _merge_mask(self, int64_t table) noexcept
     cdef int _sort_exact(self, int64_t table, int64_t n, int64_t* rows) except -1
-    cdef int put_page(self, int64_t table, int64_t n, int64_t* rows) except -1
-    cdef object _bulk(self, int64_t table, int64_t* n, int64_t** rows, vec_t* spare)
+    cdef int put_page(self, int64_t table, int64_t n, int64_t* rows,
+                      bint prepared=*) except -1
+    cdef object _bulk(self, int64_t table, int64_t* n, int64_t** rows, vec_t* spare,
+                      bint prepared)
+    cdef int page_geometry(self, int64_t table, int64_t* ndim, int64_t* exact,
+                           uint64_t* merge) except -1
 
     cdef inline bint declared(self, int64_t table) noexcept:
         return 0 <= table < self.g_ndim.n and self.g_ndim.data[table] >= 0
@@ -142,3 +145,8 @@ cdef class PageCache:
     cdef inline bint has_pages(self, int64_t table) noexcept:
         return 0 <= table < self.g_pages.n and (self.g_pages.data[table] > 0
                                                 or self.g_lazy.data[table] != 0)
+
+
+cdef int64_t prepare_rows(int64_t nd, int64_t nvalues, uint64_t exact, uint64_t merge,
+                          int64_t n, int64_t** rows, vec_t* spare,
+                          int64_t* carved) except -1 nogil

@@ -463,39 +463,47 @@ cdef int64_t _lookup_in(object t, const int64_t* pt, int64_t* val, int64_t* lo,
 # (``morello.pageblob``'s payload) as a FrozenPage. A save of a search's results uses both
 # (``PageCache.put_page``): a few sorts per page instead of a tree insert per box.
 
-cdef int64_t _sort_width = 0      # the comparator's rows, their width and the columns
-cdef const int64_t* _sort_rows = NULL     # it compares, in order (the GIL is held
-cdef int64_t _sort_cols[2 * PAGE_MAX_NDIM + 16]   # while sorting: one sort at a time)
-cdef int64_t _sort_ncols = 0
+cdef extern from "<stdlib.h>" nogil:
+    void qsort_r(void* base, size_t n, size_t size,
+                 int (*compar)(const void*, const void*, void*) noexcept nogil, void* arg)
 
 
-cdef int _by_cols(const void* a, const void* b) noexcept nogil:
-    """Row indices by the columns ``_sort_cols``, in order."""
-    cdef const int64_t* x = _sort_rows + (<const int64_t*>a)[0] * _sort_width
-    cdef const int64_t* y = _sort_rows + (<const int64_t*>b)[0] * _sort_width
+cdef struct sort_by_t:        # what ``_by_cols`` compares: rows, their width, the columns
+    const int64_t* rows
+    int64_t width
+    int64_t ncols
+    int64_t cols[2 * PAGE_MAX_NDIM + 16]
+
+
+cdef int _by_cols(const void* a, const void* b, void* arg) noexcept nogil:
+    """Row indices by the columns of ``arg`` (a ``sort_by_t``), in order."""
+    cdef const sort_by_t* by = <const sort_by_t*>arg
+    cdef const int64_t* x = by.rows + (<const int64_t*>a)[0] * by.width
+    cdef const int64_t* y = by.rows + (<const int64_t*>b)[0] * by.width
     cdef int64_t k, c
-    for k in range(_sort_ncols):
-        c = _sort_cols[k]
+    for k in range(by.ncols):
+        c = by.cols[k]
         if x[c] != y[c]:
             return -1 if x[c] < y[c] else 1
     return 0
 
 
 cdef int _sort_rows_by(int64_t* rows, int64_t n, int64_t w, const int64_t* cols,
-                       int64_t ncols, int64_t* idx) except -1:
-    """Sort the row indices 0..n-1 into ``idx`` by the columns ``cols``."""
-    global _sort_width, _sort_rows, _sort_ncols
+                       int64_t ncols, int64_t* idx) noexcept nogil:
+    """Sort the row indices 0..n-1 into ``idx`` by the columns ``cols`` (thread-safe:
+    persist's row thread merges rows while the putting thread freezes pages)."""
+    cdef sort_by_t by
     cdef int64_t i
     for i in range(n):
         idx[i] = i
     for i in range(ncols):
-        _sort_cols[i] = cols[i]
-    _sort_width, _sort_rows, _sort_ncols = w, rows, ncols
-    qsort(idx, n, sizeof(int64_t), _by_cols)
+        by.cols[i] = cols[i]
+    by.rows, by.width, by.ncols = rows, w, ncols
+    qsort_r(idx, n, sizeof(int64_t), _by_cols, &by)
     return 0
 
 
-cdef int64_t _varying(const int64_t* rows, int64_t n, int64_t w, int64_t* cols) noexcept:
+cdef int64_t _varying(const int64_t* rows, int64_t n, int64_t w, int64_t* cols) noexcept nogil:
     """The columns in which some row differs from the first, into ``cols``; their count."""
     cdef int64_t c, i, k = 0
     for c in range(w):
@@ -508,7 +516,7 @@ cdef int64_t _varying(const int64_t* rows, int64_t n, int64_t w, int64_t* cols) 
 
 
 cdef int64_t _merge_rows(int64_t* rows, int64_t n, int64_t ndim, int64_t nvalues,
-                         int64_t d) except -1:
+                         int64_t d) except -1 nogil:
     """Merge neighbours along ``d`` in place; return the rows left (first in ``rows``)."""
     cdef int64_t w = 2 * ndim + nvalues, i, out = 0, c, k, nvary, ncols = 0
     cdef int64_t vary[2 * PAGE_MAX_NDIM + 16]
@@ -559,7 +567,7 @@ cdef int64_t _merge_rows(int64_t* rows, int64_t n, int64_t ndim, int64_t nvalues
 
 
 cdef int64_t _merge_runs(int64_t* rows, int64_t n, int64_t ndim, int64_t nvalues,
-                         uint64_t merge) except -1:
+                         uint64_t merge) except -1 nogil:
     """Merge neighbours along the dims of ``merge``: rows that may merge are found by a
     hash of every other column, and each group of equal hashes is merged on its own
     (``_merge_rows`` per dim, which compares the columns themselves; a second round if
@@ -648,7 +656,7 @@ cdef bint _rows_overlap(const int64_t* x, const int64_t* y, int64_t ndim) noexce
     return True
 
 
-cdef int _push_row(vec_t* v, const int64_t* e, int64_t w) except -1:
+cdef int _push_row(vec_t* v, const int64_t* e, int64_t w) except -1 nogil:
     """Push the ``w`` entries of row ``e``."""
     _reserve(v, v.n + w)
     memcpy(&v.data[v.n], e, w * sizeof(int64_t))
@@ -656,11 +664,121 @@ cdef int _push_row(vec_t* v, const int64_t* e, int64_t w) except -1:
     return 0
 
 
-cdef int _push_slab(vec_t* v, const int64_t* e, int64_t w, int64_t c, int64_t x) except -1:
+cdef int _push_slab(vec_t* v, const int64_t* e, int64_t w, int64_t c,
+                    int64_t x) except -1 nogil:
     """Push row ``e`` with column ``c`` set to ``x``."""
     _push_row(v, e, w)
     v.data[v.n - w + c] = x
     return 0
+
+
+cdef int _carve(int64_t nd, int64_t nvalues, uint64_t exact, int64_t n, int64_t* rows,
+                vec_t* out, int64_t* carved) except -1 nogil:
+    """If boxes of a run of rows with the same exact coordinates (one Spec; the
+    solver writes a Spec's rows together) overlap, write all rows, made disjoint, to
+    ``out`` and return 1 (later rows over earlier ones, MemoTable's rule: safe, as
+    every row is optimal throughout its box); else return 0 (``out`` untouched).
+    Overlaps between rows that are not neighbours are not looked for: the FrozenPage
+    made of them refuses them, and ``put_page`` falls back to ``put``. ``nd``: the
+    table's coordinates, ``exact``: the mask of its exact dims; ``carved[0]`` counts the
+    groups carved."""
+    cdef int64_t w = 2 * nd + nvalues, i, j, k, t, d
+    cdef int64_t nexact = 0, ncols = 0, nvary
+    cdef bint same, overlap, any_overlap = False
+    cdef vec_t cur, nxt, swap
+    cdef int64_t e[2 * PAGE_MAX_NDIM + 16]
+    cdef int64_t vary[2 * PAGE_MAX_NDIM + 16]
+    cdef int64_t cols[2 * PAGE_MAX_NDIM + 16]
+    memset(&cur, 0, sizeof(vec_t))
+    memset(&nxt, 0, sizeof(vec_t))
+    if n < 2:
+        return 0
+    nvary = _varying(rows, n, w, vary)
+    for k in range(nvary):  # the exact coordinates that vary in the page
+        if vary[k] < nd and (exact >> vary[k]) & 1:
+            cols[ncols] = vary[k]
+            ncols += 1
+    nexact = ncols
+    try:
+        i = 0
+        while i < n:
+            j = i + 1
+            while j < n:
+                same = True
+                for k in range(nexact):
+                    if rows[j * w + cols[k]] != rows[i * w + cols[k]]:
+                        same = False
+                        break
+                if not same:
+                    break
+                j += 1
+            overlap = False
+            for k in range(i, j):
+                for t in range(k + 1, j):
+                    if _rows_overlap(&rows[k * w], &rows[t * w], nd):
+                        overlap = True
+                        break
+                if overlap:
+                    break
+            if overlap and not any_overlap:  # the groups before were disjoint
+                any_overlap = True
+                _push_row(out, rows, i * w)
+            if not overlap:
+                if any_overlap:
+                    _push_row(out, &rows[i * w], (j - i) * w)
+                i = j
+                continue
+            carved[0] += 1
+            # Put rows i..j-1 in turn: each cuts the boxes before it that it overlaps
+            # into the slabs outside it (as MemoTable._put), then joins them.
+            cur.n = 0
+            for k in range(i, j):
+                nxt.n = 0
+                for t in range(cur.n // w):
+                    if not _rows_overlap(&cur.data[t * w], &rows[k * w], nd):
+                        _push_row(&nxt, &cur.data[t * w], w)
+                        continue
+                    memcpy(e, &cur.data[t * w], w * sizeof(int64_t))
+                    for d in range(nd):
+                        if e[d] < rows[k * w + d]:
+                            _push_slab(&nxt, e, w, nd + d, rows[k * w + d] - 1)
+                            e[d] = rows[k * w + d]
+                        if e[nd + d] > rows[k * w + nd + d]:
+                            _push_slab(&nxt, e, w, d, rows[k * w + nd + d] + 1)
+                            e[nd + d] = rows[k * w + nd + d]
+                _push_row(&nxt, &rows[k * w], w)
+                swap = cur
+                cur = nxt
+                nxt = swap
+            _push_row(out, cur.data, cur.n)
+            i = j
+    finally:
+        _vec_free(&cur)
+        _vec_free(&nxt)
+    return 1 if any_overlap else 0
+
+
+cdef int64_t prepare_rows(int64_t nd, int64_t nvalues, uint64_t exact, uint64_t merge,
+                          int64_t n, int64_t** rows, vec_t* spare,
+                          int64_t* carved) except -1 nogil:
+    """Make the ``n`` rows ``rows[0]`` of one page ready to freeze: carved where one Spec's
+    boxes overlap (``_carve``), then merged along the dims of ``merge`` (``_merge_runs``).
+    Returns the rows left; ``rows[0]`` may then point into ``spare`` (the caller frees it).
+    Needs no GIL and no PageCache (``nd``, ``exact`` and ``merge`` are the table's: see
+    ``PageCache.page_geometry``): persist's row thread runs it."""
+    cdef int64_t w = 2 * nd + nvalues
+    cdef vec_t out
+    memset(&out, 0, sizeof(vec_t))
+    try:
+        if _carve(nd, nvalues, exact, n, rows[0], &out, carved):
+            n = out.n // w
+            _vec_free(spare)  # (rows may have been in it: out is a copy)
+            spare[0] = out
+            memset(&out, 0, sizeof(vec_t))
+            rows[0] = spare.data
+    finally:
+        _vec_free(&out)
+    return _merge_runs(rows[0], n, nd, nvalues, merge)
 
 
 cdef inline int64_t _width_of(int64_t lo, int64_t hi) noexcept nogil:
@@ -1045,89 +1163,6 @@ cdef class PageCache:
             self._lru_unlink(s)
         return 0
 
-    cdef int _carve(self, int64_t table, int64_t n, int64_t* rows, vec_t* out) except -1:
-        """If boxes of a run of rows with the same exact coordinates (one Spec; the
-        solver writes a Spec's rows together) overlap, write all rows, made disjoint, to
-        ``out`` and return 1 (later rows over earlier ones, MemoTable's rule: safe, as
-        every row is optimal throughout its box); else return 0 (``out`` untouched).
-        Overlaps between rows that are not neighbours are not looked for: the FrozenPage
-        made of them refuses them, and ``put_page`` falls back to ``put``."""
-        cdef int64_t nd = self.g_ndim.data[table], w = 2 * nd + self.nvalues, i, j, k, t, d
-        cdef int64_t nexact = 0, ncols = 0, nvary
-        cdef uint64_t exact = <uint64_t>self.g_exact.data[table]
-        cdef bint same, overlap, any_overlap = False
-        cdef vec_t cur, nxt, swap
-        cdef int64_t e[2 * PAGE_MAX_NDIM + 16]
-        cdef int64_t vary[2 * PAGE_MAX_NDIM + 16]
-        cdef int64_t cols[2 * PAGE_MAX_NDIM + 16]
-        memset(&cur, 0, sizeof(vec_t))
-        memset(&nxt, 0, sizeof(vec_t))
-        if n < 2:
-            return 0
-        nvary = _varying(rows, n, w, vary)
-        for k in range(nvary):  # the exact coordinates that vary in the page
-            if vary[k] < nd and (exact >> vary[k]) & 1:
-                cols[ncols] = vary[k]
-                ncols += 1
-        nexact = ncols
-        try:
-            i = 0
-            while i < n:
-                j = i + 1
-                while j < n:
-                    same = True
-                    for k in range(nexact):
-                        if rows[j * w + cols[k]] != rows[i * w + cols[k]]:
-                            same = False
-                            break
-                    if not same:
-                        break
-                    j += 1
-                overlap = False
-                for k in range(i, j):
-                    for t in range(k + 1, j):
-                        if _rows_overlap(&rows[k * w], &rows[t * w], nd):
-                            overlap = True
-                            break
-                    if overlap:
-                        break
-                if overlap and not any_overlap:  # the groups before were disjoint
-                    any_overlap = True
-                    _push_row(out, rows, i * w)
-                if not overlap:
-                    if any_overlap:
-                        _push_row(out, &rows[i * w], (j - i) * w)
-                    i = j
-                    continue
-                self.bulk_carved += 1
-                # Put rows i..j-1 in turn: each cuts the boxes before it that it overlaps
-                # into the slabs outside it (as MemoTable._put), then joins them.
-                cur.n = 0
-                for k in range(i, j):
-                    nxt.n = 0
-                    for t in range(cur.n // w):
-                        if not _rows_overlap(&cur.data[t * w], &rows[k * w], nd):
-                            _push_row(&nxt, &cur.data[t * w], w)
-                            continue
-                        memcpy(e, &cur.data[t * w], w * sizeof(int64_t))
-                        for d in range(nd):
-                            if e[d] < rows[k * w + d]:
-                                _push_slab(&nxt, e, w, nd + d, rows[k * w + d] - 1)
-                                e[d] = rows[k * w + d]
-                            if e[nd + d] > rows[k * w + nd + d]:
-                                _push_slab(&nxt, e, w, d, rows[k * w + nd + d] + 1)
-                                e[nd + d] = rows[k * w + nd + d]
-                    _push_row(&nxt, &rows[k * w], w)
-                    swap = cur
-                    cur = nxt
-                    nxt = swap
-                _push_row(out, cur.data, cur.n)
-                i = j
-        finally:
-            _vec_free(&cur)
-            _vec_free(&nxt)
-        return 1 if any_overlap else 0
-
     cdef int _sort_exact(self, int64_t table, int64_t n, int64_t* rows) except -1:
         """Sort the rows by their exact coordinates (one Spec's rows together)."""
         cdef int64_t nd = self.g_ndim.data[table], w = 2 * nd + self.nvalues, i, k
@@ -1166,11 +1201,14 @@ cdef class PageCache:
                 m |= (<uint64_t>1) << d
         return m
 
-    cdef int put_page(self, int64_t table, int64_t n, int64_t* rows) except -1:
+    cdef int put_page(self, int64_t table, int64_t n, int64_t* rows,
+                      bint prepared=False) except -1:
         """``put`` the ``n`` rows ``[lo, hi, values]`` (overwritten: they are sorted and
         merged in place), in bulk when they are the first new boxes of one page, disjoint,
         and single points in the table's exact dims: merged along its merge dims by
-        sorting and frozen, they become the page's fresh part. Otherwise box by box."""
+        sorting and frozen, they become the page's fresh part. Otherwise box by box.
+        ``prepared``: the rows are already carved and merged (``prepare_rows``, which
+        keeps what they hold), as persist's row thread leaves them."""
         cdef int64_t nd, nv = self.nvalues, w, i, d, b, s, m, k, npaged
         cdef int64_t paged[PAGE_MAX_NDIM]
         cdef int64_t first[PAGE_MAX_NDIM]
@@ -1203,7 +1241,7 @@ cdef class PageCache:
                     bulk = False
         s = self._find_slot(table, rows, True) if bulk else -1
         if bulk and self.s_fresh[s] is None:
-            part = self._bulk(table, &n, &rows, &spare)
+            part = self._bulk(table, &n, &rows, &spare, prepared)
             if part is not None:
                 _vec_free(&spare)
                 self.s_fresh[s] = part
@@ -1221,36 +1259,40 @@ cdef class PageCache:
             _vec_free(&spare)
         return 0
 
-    cdef object _bulk(self, int64_t table, int64_t* n, int64_t** rows, vec_t* spare):
+    cdef object _bulk(self, int64_t table, int64_t* n, int64_t** rows, vec_t* spare,
+                      bint prepared):
         """The FrozenPage of the ``n[0]`` rows ``rows[0]`` (made disjoint: carved where
         one Spec's boxes overlap, first as the rows come, then sorted by Spec; merged
-        along the merge dims), or None if they are not a valid page (a range in an exact
-        dim). The rows are rewritten: ``rows[0]`` may then point into ``spare`` (the
-        caller frees it) and ``n[0]`` be another count."""
-        cdef int64_t nd = self.g_ndim.data[table], nv = self.nvalues, w, m, d
-        cdef vec_t carved
-        w = 2 * nd + nv
-        memset(&carved, 0, sizeof(vec_t))
-        exact = [d for d in range(nd) if (self.g_exact.data[table] >> d) & 1]
-        try:
-            for attempt in range(2):
-                if attempt:  # overlaps the first did not see: group one Spec's rows
-                    self._sort_exact(table, n[0], rows[0])
-                if self._carve(table, n[0], rows[0], &carved):  # one Spec's boxes overlap
-                    n[0] = carved.n // w
-                    _vec_free(spare)  # (rows may have been in it: carved is a copy)
-                    spare[0] = carved
-                    memset(&carved, 0, sizeof(vec_t))
-                    rows[0] = spare.data
-                m = _merge_runs(rows[0], n[0], nd, nv, self._merge_mask(table))
-                n[0] = m
-                try:
-                    return _freeze_rows(rows[0], m, nd, nv, exact)
-                except ValueError:
-                    pass
-        finally:
-            _vec_free(&carved)
+        along the merge dims; ``prepared``: the first of these is done, ``prepare_rows``),
+        or None if they are not a valid page (a range in an exact dim). The rows are
+        rewritten: ``rows[0]`` may then point into ``spare`` (the caller frees it) and
+        ``n[0]`` be another count."""
+        cdef int64_t nd = self.g_ndim.data[table], nv = self.nvalues
+        cdef uint64_t exact_mask = <uint64_t>self.g_exact.data[table]
+        exact = [d for d in range(nd) if (exact_mask >> d) & 1]
+        for attempt in range(2):
+            if attempt:  # overlaps the first did not see: group one Spec's rows
+                self._sort_exact(table, n[0], rows[0])
+            if attempt or not prepared:
+                n[0] = prepare_rows(nd, nv, exact_mask, self._merge_mask(table), n[0], rows,
+                                    spare, &self.bulk_carved)
+            try:
+                return _freeze_rows(rows[0], n[0], nd, nv, exact)
+            except ValueError:
+                pass
         return None
+
+    cdef int page_geometry(self, int64_t table, int64_t* ndim, int64_t* exact,
+                           uint64_t* merge) except -1:
+        """What ``prepare_rows`` needs of ``table``: its coordinates, exact dims and merge
+        dims (-1 for ``exact`` when its exact dims are not declared: its rows are put
+        box by box)."""
+        if not self.declared(table):
+            raise ValueError(f"table {table} is not declared")
+        ndim[0] = self.g_ndim.data[table]
+        exact[0] = self.g_exact.data[table]
+        merge[0] = self._merge_mask(table)
+        return 0
 
     def build_part(self, int64_t table, rows):
         """The FrozenPage of ``rows`` (an (n, 2 * ndim + nvalues) array of boxes that agree
@@ -1275,7 +1317,7 @@ cdef class PageCache:
         p = &r[0, 0]
         memset(&spare, 0, sizeof(vec_t))
         try:
-            return self._bulk(table, &n, &p, &spare)
+            return self._bulk(table, &n, &p, &spare, False)
         finally:
             _vec_free(&spare)
 
