@@ -23,7 +23,7 @@ Concurrency: like MemoTable, not locked; the Python methods keep the GIL.
 cimport cython
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint64_t
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from libc.stdlib cimport free, qsort
+from libc.stdlib cimport free
 from libc.string cimport memcpy, memmove, memset
 
 import numpy as np
