@@ -17,9 +17,14 @@ directory, removed afterwards unless ``--keep``):
 
 2. kill -9. ``--kills`` times, a ``morello synth`` of a moderately sized matmul (sizes
    24..56) into one file is killed with SIGKILL: at a random time in [0, its typical
-   runtime] (even kills), or after it announced its save (``saving results to ...``, odd
+   time with the file open] after it opened the file (even kills: most of a run here is
+   Python starting), or after it announced its save (``saving results to ...``, odd
    kills) at a random time in the first 70% of the time a save takes (measured on
-   searches left to finish). Just before each kill, the roots the file
+   searches left to finish). Only kills that land while the process has the database
+   open (searching or saving) count: one that finds it exited (its runtime was
+   overestimated) is logged as ``finished``, one that finds it still starting (Python's
+   imports, the file not yet open) as ``starting``, and another is tried, up to three
+   times ``--kills`` tries. Just before each kill, the roots the file
    holds are read with a read-only SQLite connection. After it, the file is *corrupt* if
    a read-only connection cannot read it, ``morello db check`` fails, or a fresh session
    cannot open it; a result is *lost* if a root read before the kill is gone, or (for
@@ -150,6 +155,22 @@ def phase_writers(path: Path, nprocs: int, rounds: int, rng: random.Random) -> d
 
 # ---- phase 2 ---------------------------------------------------------------------------
 
+def holds_open(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` has the file ``path`` open (Linux: its /proc fds)."""
+    target = os.path.realpath(path)
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                return True
+        except OSError:
+            pass
+    return False
+
+
 def phase_kills(path: Path, kills: int, rng: random.Random, log) -> dict:
     r = run_outside(morello_cmd("synth", "matmul", "16", "16", "16", "-q", "--db",
                                    str(path)), capture_output=True, text=True,
@@ -160,14 +181,17 @@ def phase_kills(path: Path, kills: int, rng: random.Random, log) -> dict:
         (m, k, n) for m in KILL_SIZES for k in KILL_SIZES for n in KILL_SIZES]}
     shapes = [s for t, s in by_text.items() if s != (16, 16, 16)]
     rng.shuffle(shapes)
-    typical = 3.0  # seconds to the end of a search here (from announced saves)
+    typical = 1.0  # seconds from opening the file to the exit (measured as runs end)
     save_time = 0.8  # seconds from the announced save to the exit (from completed runs)
-    phases = {"searching": 0, "saving": 0, "finished": 0, "saving_committed": 0}
+    phases = {"starting": 0, "searching": 0, "saving": 0, "finished": 0,
+              "saving_committed": 0}
     corrupt = lost = stray = errors = completed = 0
     details: list[str] = []
     checked: set[str] = set()
     t_start = time.monotonic()
-    for i in range(kills):
+    landed = i = 0
+    while landed < kills and i < 3 * kills:
+        i += 1
         try:
             held = roots_in(path)
         except sqlite3.Error:
@@ -176,7 +200,7 @@ def phase_kills(path: Path, kills: int, rng: random.Random, log) -> dict:
         if not todo:
             details.append("ran out of shapes")
             break
-        if i % 4 == 3 and len(todo) > 1:  # a search left to finish: more roots at stake
+        if i % 4 == 0 and len(todo) > 1:  # a search left to finish: more roots at stake
             shape = todo.pop(0)
             shapes.remove(shape)
             done = Watched(path, shape, TIMEOUT)
@@ -191,11 +215,14 @@ def phase_kills(path: Path, kills: int, rng: random.Random, log) -> dict:
         shape = todo[0]
         shapes.remove(shape)
         w = Watched(path, shape, TIMEOUT)
-        if i % 2 == 0:
-            delay = rng.uniform(0, typical)
-            deadline = w.t0 + delay
+        t_open = None
+        if i % 2 == 1:
+            while w.proc.poll() is None and not holds_open(w.proc.pid, path):
+                time.sleep(0.002)
+            t_open = time.monotonic() - w.t0
+            deadline = time.monotonic() + rng.uniform(0, typical)
             while time.monotonic() < deadline and w.proc.poll() is None:
-                time.sleep(0.005)
+                time.sleep(0.002)
         else:
             w.wait_for_save(TIMEOUT)
             delay = rng.uniform(0, 0.7 * save_time)
@@ -206,6 +233,7 @@ def phase_kills(path: Path, kills: int, rng: random.Random, log) -> dict:
             before = set()
             details.append(f"kill {i}: read-only read before the kill failed: {e}")
         saving = w.saving.is_set()
+        opened = saving or holds_open(w.proc.pid, path)
         when = round(time.monotonic() - w.t0, 2)  # of the kill (or of the exit, below)
         if w.proc.poll() is None:
             w.proc.send_signal(signal.SIGKILL)
@@ -215,15 +243,18 @@ def phase_kills(path: Path, kills: int, rng: random.Random, log) -> dict:
         if rc == 0:
             phase = "finished"
         elif rc == -signal.SIGKILL:
-            phase = "saving" if saving else "searching"
+            phase = "saving" if saving else "searching" if opened else "starting"
         else:
             phase = "searching"
             errors += 1
             details.append(f"kill {i}: {shape} exited {rc} before the kill: "
                            f"{w.err.decode(errors='replace')[-2000:]}")
         phases[phase] += 1
-        if w.saving_at is not None:
-            typical = 0.7 * typical + 0.3 * (w.saving_at + save_time)
+        landed += phase in ("searching", "saving")
+        if t_open is not None and rc == 0:  # it ran to its end before the kill
+            typical = 0.7 * typical + 0.3 * (w.ended - w.t0 - t_open)
+        elif t_open is not None and w.saving_at is not None:
+            typical = 0.7 * typical + 0.3 * (w.saving_at - t_open + save_time)
 
         bad = []
         try:
@@ -255,7 +286,7 @@ def phase_kills(path: Path, kills: int, rng: random.Random, log) -> dict:
         if s:
             stray += 1
             details.append(f"kill {i}: stray files {s}")
-        log(f"kill {i + 1:3}/{kills}  {'x'.join(map(str, shape)):9}  at {when:5.2f} s  "
+        log(f"kill {landed:3}/{kills}  {'x'.join(map(str, shape)):9}  at {when:5.2f} s  "
             f"{phase:9}  roots {len(after):3}  {'OK' if not (bad or n_lost or s) else 'BAD'}")
     # At the end, every root the file holds answers at the cold cost.
     final_lost = 0
@@ -272,7 +303,7 @@ def phase_kills(path: Path, kills: int, rng: random.Random, log) -> dict:
                 final_lost += 1
                 details.append(f"final: {by_text[text]}: {why}")
     lost += final_lost
-    return {"kills": kills, **{f"killed_{k}": v for k, v in phases.items()},
+    return {"kills": landed, "tries": i, **{f"killed_{k}": v for k, v in phases.items()},
             "completed_runs": completed, "errors": errors,
             "roots_at_end": len(final), "corrupt": corrupt, "lost": lost,
             "stray_files": stray, "seconds": round(time.monotonic() - t_start, 1),
@@ -325,12 +356,13 @@ def main(argv=None) -> int:
     if k is not None:
         print(f"{'kill -9':28} {k['roots_at_end']:8} {k['lost']:6} {k['corrupt']:8} "
               f"{k['stray_files']:6} {k['seconds']:8}")
-        print(f"  kills: {k['kills']}: {k['killed_searching']} while searching, "
+        print(f"  kills: {k['kills']} of {k['tries']} tries landed: "
+              f"{k['killed_searching']} while searching, "
               f"{k['killed_saving']} after announcing the save (of which "
               f"{k['killed_saving'] - k['killed_saving_committed']} before its commit, "
-              f"{k['killed_saving_committed']} after), {k['killed_finished']} had "
-              f"already exited; {k['completed_runs']} searches run to the end between "
-              "kills")
+              f"{k['killed_saving_committed']} after); not counted: {k['killed_finished']} "
+              f"tries found it exited, {k['killed_starting']} still starting; "
+              f"{k['completed_runs']} searches run to the end between kills")
     for d in w["details"] + (k["details"] if k else []):
         print(f"  ! {d}")
     summary = {
