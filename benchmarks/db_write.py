@@ -1,11 +1,12 @@
 """The write after a search, paired: one cold search (1024^3 by default), then its write
 (``Store.save`` with ``Solver.persist``) timed in forked children, each holding the same
 search state, into fresh files, alternating the configurations ``--rounds`` times. The
-configurations are how ``persist`` builds page rows: ``thread`` (a second thread, the
-default where there are two cores) and ``inline`` (one thread).
+configurations are how ``persist`` builds page rows: ``inline`` (one thread) and
+``thread-N`` (a second thread, the default where there are two cores, up to N pages
+ahead of the one putting them: ``--ahead``, default ``PERSIST_AHEAD``).
 
     python benchmarks/db_write.py                   # 1024^3, 7 rounds (~1 min)
-    python benchmarks/db_write.py --shape 256 256 256 --rounds 11
+    python benchmarks/db_write.py --shape 256 256 256 --rounds 11 --ahead 8 64
 
 A fork copies the search's memory on write, so the children's times run a little above a
 plain write's; both configurations pay it alike, and the ratios are paired per round.
@@ -21,10 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-CONFIGS = {"inline": False, "thread": True}
 
-
-def timed_write(eng, target, path: Path, threaded: bool) -> float:
+def timed_write(eng, target, path: Path, threaded: bool, ahead: int) -> float:
     """The write's seconds, measured in a forked child (the parent's state stays as is)."""
     from morello import db as dbmod
 
@@ -37,7 +36,7 @@ def timed_write(eng, target, path: Path, threaded: bool) -> float:
             store = dbmod.Store(path, target)
             t0 = time.perf_counter()
             store.save(eng.pages, eng.table_keys, {}, None, {},
-                       lambda flush: eng.solver.persist(flush, threaded))
+                       lambda flush: eng.solver.persist(flush, threaded, ahead))
             os.write(wfd, repr(time.perf_counter() - t0).encode())
             code = 0
         finally:
@@ -57,9 +56,12 @@ def main() -> int:
     ap.add_argument("--shape", type=int, nargs=3, default=[1024, 1024, 1024],
                     metavar=("M", "K", "N"))
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--ahead", type=int, nargs="+", default=None, metavar="N",
+                    help="leads of the row thread to time (default: PERSIST_AHEAD)")
     args = ap.parse_args()
     os.environ.setdefault("MORELLO_CALIBRATION", "builtin")
     import morello
+    from morello._dp import PERSIST_AHEAD
     from morello.memory import parse_target
     from morello.search import Engine
 
@@ -69,19 +71,22 @@ def main() -> int:
     eng.solve(morello.matmul(*args.shape))
     print(f"search {'x'.join(map(str, args.shape))}: {time.perf_counter() - t0:.2f} s",
           file=sys.stderr)
-    times: dict[str, list[float]] = {c: [] for c in CONFIGS}
+    configs = {"inline": (False, 1)}
+    configs.update({f"thread-{n}": (True, n) for n in args.ahead or [PERSIST_AHEAD]})
+    times: dict[str, list[float]] = {c: [] for c in configs}
     with tempfile.TemporaryDirectory(prefix="morello-write-") as work:
         for r in range(args.rounds):
-            for name, threaded in CONFIGS.items():
+            for name, (threaded, ahead) in configs.items():
                 path = Path(work) / f"{name}-{r}.sqlite"
-                times[name].append(timed_write(eng, target, path, threaded))
+                times[name].append(timed_write(eng, target, path, threaded, ahead))
                 for suffix in ("", "-wal", "-shm"):
                     Path(f"{path}{suffix}").unlink(missing_ok=True)
-    ratios = sorted(t / i for i, t in zip(times["inline"], times["thread"]))
+    ratios = {c: sorted(t / i for i, t in zip(times["inline"], times[c]))
+              for c in configs if c != "inline"}
     out = {"shape": args.shape, "rounds": args.rounds,
            "median_s": {c: round(statistics.median(v), 3) for c, v in times.items()},
-           "thread_over_inline": [round(x, 2) for x in ratios],
-           "median_ratio": round(statistics.median(ratios), 2)}
+           "over_inline": {c: [round(x, 2) for x in r] for c, r in ratios.items()},
+           "median_ratio": {c: round(statistics.median(r), 2) for c, r in ratios.items()}}
     print(json.dumps(out))
     return 0
 

@@ -8,6 +8,8 @@ from morello._pages import PageCache
 
 _Found = tuple[int, tuple[int, ...], int, int]
 
+PERSIST_AHEAD: int
+
 @final
 class Solver:
     specs_solved: int
@@ -28,4 +30,4 @@ class Solver:
     @property
     def table_hits(self) -> int: ...
     def persist(self, flush: Callable[[], None] | None = ...,
-                threaded: bool | None = ...) -> int: ...
+                threaded: bool | None = ..., ahead: int = ...) -> int: ...

@@ -245,20 +245,23 @@ def test_persist_with_the_row_thread_writes_what_one_thread_writes(tmp_path):
     single thread writes, and the Engine then holds nothing more to persist."""
     from morello.db import Store
 
+    from morello._dp import PERSIST_AHEAD
+
     spec = morello.matmul(48, 40, 56)
     written = {}
-    for threaded in (False, True):
-        path = tmp_path / f"t{int(threaded)}.sqlite"
+    for threaded, ahead in ((False, 1), (True, PERSIST_AHEAD), (True, 1)):
+        path = tmp_path / f"t{int(threaded)}-{ahead}.sqlite"
         store = Store(path, AVX2)
         eng = Engine(AVX2, store=store)
         eng.solve(spec)
         counts = []
         store.save(eng.pages, eng.table_keys, {}, None, eng.store_ids,
-                   lambda flush, e=eng, t=threaded, c=counts: c.append(e.solver.persist(flush, t)))
+                   lambda flush, e=eng, t=threaded, a=ahead, c=counts:
+                   c.append(e.solver.persist(flush, t, a)))
         assert counts[0] > 0 and eng.solver.persist(None, threaded) == 0
-        written[threaded] = _saved_pages(path)
-    assert len(written[True]) > 64  # more pages than the thread may build ahead
-    assert written[True] == written[False]
+        written[threaded, ahead] = _saved_pages(path)
+    assert len(written[False, 1]) > 8 * PERSIST_AHEAD  # the thread waits for the writer
+    assert written[True, PERSIST_AHEAD] == written[False, 1] == written[True, 1]
 
 
 def test_persist_stops_its_row_thread_when_the_writer_fails(tmp_path):
