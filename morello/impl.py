@@ -2,7 +2,7 @@
 
 An Impl is rebuilt from the memo table by replaying action indices: re-enumerate
 ``actions(spec)``, take the stored index, expand it, recurse into its sub-Specs. A stored
-root keeps each action as its place in its group (``Impl.located_trace``): replaying it
+root keeps each action as its place in its group (``Impl.trace``): replaying it
 makes only that group of each Spec's actions, not every group before it.
 """
 from __future__ import annotations
