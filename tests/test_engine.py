@@ -243,9 +243,8 @@ def test_persist_with_the_row_thread_writes_what_one_thread_writes(tmp_path):
     """``Solver.persist`` builds page rows on a second thread (more pages than it may run
     ahead of the writer, so it also waits for it); the file is byte for byte the one a
     single thread writes, and the Engine then holds nothing more to persist."""
-    from morello.db import Store
-
     from morello._dp import PERSIST_AHEAD
+    from morello.db import Store
 
     spec = morello.matmul(48, 40, 56)
     written = {}
