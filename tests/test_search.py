@@ -112,10 +112,11 @@ def test_actions_produce_canonical_subspecs(spec):
 
 @given(spec_st(max_dim=12))
 def test_l1_views_of_strided_tensors_fit_in_l1_ways(spec):
-    """A strided view taller than L1's ways could sit in one cache set and be evicted
-    while the model counts it resident (see ``morello.rewrites.move``)."""
+    """A strided L1 view taller than L1's ways could sit in one cache set and be evicted
+    while the model counts it resident (see ``morello.rewrites.move``). (L2 views are
+    bounded by L2's capacity only: a fully strided Softmax operand of 540 lines has one.)"""
     for act in actions(spec, AVX2):
-        if isinstance(act, Move) and act.layout is None:
+        if isinstance(act, Move) and act.layout is None and act.level is Level.L1:
             t = spec.operands[act.operand]
             assert t.contiguous or t.blocks <= AVX2.l1_ways, f"{act} of {spec}"
 
