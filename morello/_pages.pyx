@@ -1431,8 +1431,14 @@ cdef class PageCache:
         page = tuple(self.s_keys.data[s * KEY_WIDTH + 1 + d] for d in range(n))
         return table, page, self.s_version.data[s], bool(self.s_stored.data[s])
 
-    def put_rows(self, int64_t table, rows):
-        """``put_page`` from Python: ``rows`` an (n, 2 * ndim + nvalues) int64 array."""
+    def put_rows(self, int64_t table, rows, bint prepare=False):
+        """``put_page`` from Python: ``rows`` an (n, 2 * ndim + nvalues) int64 array.
+        ``prepare``: first ``prepare_rows`` them, as persist's row thread does (for a
+        table declared with its exact dims)."""
+        cdef int64_t n, nd, exact, carved = 0
+        cdef uint64_t merge
+        cdef int64_t* p
+        cdef vec_t spare
         geo = self.geometry(table)
         if geo is None:
             raise ValueError(f"table {table} is not declared")
@@ -1440,8 +1446,21 @@ cdef class PageCache:
         if a.ndim != 2 or a.shape[1] != 2 * geo[0] + self.nvalues:
             raise ValueError(f"rows must be (n, {2 * geo[0] + self.nvalues})")
         cdef int64_t[:, ::1] r = a
-        if a.shape[0]:
-            self.put_page(table, a.shape[0], &r[0, 0])
+        n = a.shape[0]
+        if not n:
+            return
+        p = &r[0, 0]
+        self.page_geometry(table, &nd, &exact, &merge)
+        if not prepare or exact < 0:
+            self.put_page(table, n, p)
+            return
+        memset(&spare, 0, sizeof(vec_t))
+        try:
+            n = prepare_rows(nd, self.nvalues, <uint64_t>exact, merge, n, &p, &spare, &carved)
+            self.bulk_carved += carved
+            self.put_page(table, n, p, True)
+        finally:
+            _vec_free(&spare)
 
     def fresh_frozen(self, int64_t s):
         """The fresh part of slot ``s`` if ``put_page`` built it (a FrozenPage), or None."""

@@ -115,20 +115,30 @@ def bulk_rows_st(draw):
 def test_bulk_puts_of_a_page_equal_puts_box_by_box(case):
     """``put_page`` (a search's save: carve overlaps, merge neighbours by sorting, freeze)
     answers every point as ``put`` box by box does, survives a save and reload, and
-    builds a FrozenPage whenever the rows are one page's first."""
+    builds a FrozenPage whenever the rows are one page's first. Rows carved and merged
+    first (``prepare_rows``, as persist's row thread does) make the same parts."""
     ndim, kinds, blocks, nvalues, rows = case
     exact = [d for d, k in enumerate(kinds) if k == "exact"]
     merge = [d for d, k in enumerate(kinds) if k == "merge"]
     store = FakeStore()
     bulk = PageCache(nvalues, 1 << 30, store.loader)
     bulk.set_table(0, ndim, blocks, merge, exact)
+    prep = PageCache(nvalues, 1 << 30, lambda t, p: None)
+    prep.set_table(0, ndim, blocks, merge, exact)
     one = PageCache(nvalues, 1 << 30, lambda t, p: None)
     one.set_table(0, ndim, blocks, merge)
     bulk.put_rows(0, np.array(rows, np.int64))
+    prep.put_rows(0, np.array(rows, np.int64), prepare=True)
     for r in rows:
         one.put_box(0, r[:ndim], r[ndim:2 * ndim], r[2 * ndim:])
     grid = _grid(ndim)
     assert [bulk.get(0, p) for p in grid] == [one.get(0, p) for p in grid]
+    assert [prep.get(0, p) for p in grid] == [one.get(0, p) for p in grid]
+    for s, t in zip(bulk.dirty(), prep.dirty()):
+        a, b = bulk.fresh_frozen(s), prep.fresh_frozen(t)
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert a.stored_form() == b.stored_form()
     pages = {tuple(pg) for pg in (bulk.slot(s)[1] for s in bulk.dirty())}
     if len(pages) == 1:
         (s,) = bulk.dirty()
