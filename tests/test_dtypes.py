@@ -153,6 +153,21 @@ def test_bf16_matvec_matches_numpy(k, n, layout, kernel):
 
 
 @pytest.mark.isa("avx2")
+@pytest.mark.parametrize("k, prefetches", [(8, False), (64, True)])
+def test_widen_axpy_prefetches_only_along_a_long_k(k, prefetches):
+    """WidenAxpyLoop prefetches its rows' lines four tiles ahead only when it walks a long
+    k itself (a column walk, which the hardware prefetchers do not follow); over the few
+    rows of a split k (8 side-by-side row streams) they only cost (``avx2.py``)."""
+    from morello import Move, Select, ToAccum, schedule
+    spec = morello.matmul(1, k, 64, dtypes=("f32", "bf16", "f32"))
+    prog = schedule(spec, [Move(0, Level.L1), Move(2, Level.L1), ToAccum(), None,
+                           Select("WidenAxpyLoop")])
+    assert ("_mm_prefetch(" in prog.c_source) is prefetches
+    ok, err = prog.verify(prog.compile())
+    assert ok, err
+
+
+@pytest.mark.isa("avx2")
 def test_widening_copy_kernel():
     src = fresh((1, 100), Dtype.BF16, Level.L1, layouts.row_major(2))
     dst = fresh((1, 100), Dtype.F32, Level.L1, layouts.row_major(2))

@@ -421,6 +421,10 @@ def _axpy_check(spec: Spec, target: Target) -> Reason:
     return None
 
 
+# WidenAxpyLoop prefetches only over more rows than this (see _axpy_emit).
+AXPY_PREFETCH_MIN_K = 16
+
+
 def _axpy_emit(w, spec, ops, vt) -> None:
     """Rows of bf16 weights scaled by x and summed, widened without a shuffle: each
     32-bit lane of 16 loaded bf16 holds an even and an odd column, so the even columns
@@ -438,12 +442,18 @@ def _axpy_emit(w, spec, ops, vt) -> None:
         with w.block(f"for (long q = 0; q < {k}; q++, row += rs) {{"):
             w.line(f"const __m256 x = _mm256_set1_ps(*{lhs.ptr('q')});")
             # This row's lines four column tiles ahead, which the loop over tiles reads
-            # soon: from main memory (1x2048x16384, benchmarks/ab_programs.py) without
-            # prefetches 0.84x the 32-column broadcast loop, one tile ahead 0.94x, two
-            # or four 1.02x; in cache 1.3-1.45x either way.
-            for line in range(0, 2 * n, 64):
-                w.line(f"_mm_prefetch((const char *)(row + {4 * n + line // 2}), "
-                       "_MM_HINT_T0);")
+            # soon, where the kernel walks a long k itself (down a column of tiles: from
+            # main memory, 1x2048x16384, benchmarks/ab_programs.py, without prefetches
+            # 0.84x the 32-column broadcast loop, one tile ahead 0.94x, two or four
+            # 1.02x). Over the few rows of a split k the tiles run along 8 rows side by
+            # side, which the hardware prefetchers follow, and the prefetches only cost:
+            # Split(8) programs without them, avx512, 9 alternating rounds: 1x2048x16384
+            # 1.06-1.13x, 1x4096x4096 1.11x, 1x512x1024 1.13-1.19x, 1x2048x4096 (in
+            # L3) 0.94-0.97x; avx2 1.16x, 1.10x, 1.11x, 1.02x.
+            if k > AXPY_PREFETCH_MIN_K:
+                for line in range(0, 2 * n, 64):
+                    w.line(f"_mm_prefetch((const char *)(row + {4 * n + line // 2}), "
+                           "_MM_HINT_T0);")
             for j in range(nb):
                 w.line(f"const __m256i w{j} = _mm256_loadu_si256((const __m256i *)"
                        f"(row + {16 * j}));")
