@@ -130,7 +130,8 @@ class KindInfo:
     - ``family``/``member``: results of all kinds of one family share a persistent
       table; ``member`` is the kind's coordinate there (a rewrite never raises it).
     - ``staging``: ``"full"`` offers every Move (views, relayouts into GL and L1 buffers,
-      registers for ``vrf_operands``, L2 views of ``l2_views`` blocks L1 cannot hold);
+      registers for ``vrf_operands``, L2 views of ``l2_views`` blocks L1 cannot hold
+      and of ``l2_panels`` panels ``Target.l2_panel_cols`` columns wide);
       ``"views"`` only cache views into L1 (kernels work on L1 memory).
     - ``row_dim``: the output dim that also takes the target's row-only tile sizes.
     - ``scan``: the Spec dim ``params[0]`` may not be tiled (the output along it depends
@@ -163,6 +164,7 @@ class KindInfo:
     staging: str = "views"
     vrf_operands: tuple[int, ...] = ()
     l2_views: tuple[int, ...] = ()
+    l2_panels: tuple[int, ...] = ()
     row_dim: int | None = None
     grouped_rows: tuple[int, ...] = ()
     scan: bool = False
@@ -408,7 +410,7 @@ KINDS: dict[PrimKind, KindInfo] = {
     PrimKind.MATMUL_ACCUM: KindInfo(
         "MatmulAccum", (), ("lhs", "rhs", "out"), (0, 1, 2), (2,), (4, 4), _matmul_map,
         "Matmul", 0, _matmul_accum_ref, flops_per_point=2, accumulates=True, staging="full",
-        vrf_operands=(1, 2), l2_views=(0,), row_dim=1, grouped_rows=(1,),
+        vrf_operands=(1, 2), l2_views=(0,), l2_panels=(1,), row_dim=1, grouped_rows=(1,),
         computes=(Dtype.F32, Dtype.S32), doc="out += lhs @ rhs"),
     # u8 x s8 with vpmaddubsw's semantics: the products of each k-pair summed with s16
     # saturation (|sum| > 32767 only if both bytes of a pair are large: u8 values < 128

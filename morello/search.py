@@ -25,7 +25,7 @@ from morello.coords import (
     page_blocks,
     point_len,
 )
-from morello.cost import Cost, move_cost
+from morello.cost import Cost, move_pair_cost
 from morello.dtypes import Dtype
 from morello.errors import MorelloError, SpecError
 from morello.kernels import table_for
@@ -278,7 +278,7 @@ class Engine:
                 continue
             new, view = dest
             flat.extend((1, self.tid_of(new), int(m.level), m.units(new, self.target),
-                         move_cost(t, self.target) + move_cost(new, self.target), int(view)))
+                         move_pair_cost(t, new, view, self.target), int(view)))
         return [len(acts)] + flat
 
     def select(self, i: int, positions: list[int] | None = None) -> list[int]:

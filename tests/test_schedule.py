@@ -82,3 +82,55 @@ def test_a_block_of_lhs_viewed_in_l2_compiles_and_matches_numpy():
     prog = schedule(spec, [ToAccum(), None, Move(0, Level.L2)])
     assert "Move(op=0, L2, view)" in str(prog.impl)
     _assert_matches_numpy(prog)
+
+
+def test_rhs_panels_are_viewed_in_l2_only_up_to_the_targets_width():
+    """``KindInfo.l2_panels``: a Matmul's rhs may be viewed in L2 only as a panel of
+    ``Target.l2_panel_cols`` columns that L1 cannot hold (none on avx2)."""
+    from morello import Level, Move
+    from morello.layouts import row_major
+    from morello.memory import AVX512
+    from morello.rewrites.move import operand_moves
+    from morello.specs import PrimKind
+    from morello.tensorspec import fresh
+
+    def offered(shape, target):
+        t = fresh(shape, morello.dtypes.Dtype.F32, Level.GL, row_major(3))
+        return Move(1, Level.L2, None) in operand_moves(PrimKind.MATMUL_ACCUM, 1, t, target)
+
+    assert AVX512.l2_panel_cols == 64 and AVX2.l2_panel_cols == 0
+    assert offered((1, 256, 64), AVX512)       # 1024 lines: more than L1 holds
+    assert not offered((1, 256, 128), AVX512)  # wider than a panel
+    assert not offered((1, 512, 32), AVX512)   # narrower
+    assert not offered((1, 64, 64), AVX512)    # L1 holds it
+    assert not offered((1, 256, 64), AVX2)
+    # lhs blocks as before, on both targets
+    t = fresh((1, 256, 128), morello.dtypes.Dtype.F32, Level.GL, row_major(3))
+    assert Move(0, Level.L2, None) in operand_moves(PrimKind.MATMUL_ACCUM, 0, t, AVX2)
+
+
+def test_a_view_out_of_l2_costs_its_lines_in_l2_only():
+    """``cost.move_pair_cost``: the L1 side of a view out of L2 is the reading kernel's
+    loads (counted by the kernel); other moves pay both sides."""
+    from dataclasses import replace
+
+    from morello import Level
+    from morello.cost import move_cost, move_pair_cost
+    from morello.layouts import row_major
+    from morello.tensorspec import fresh
+
+    gl = fresh((1, 64, 64), morello.dtypes.Dtype.F32, Level.GL, row_major(3))
+    l2, l1 = replace(gl, level=Level.L2), replace(gl, level=Level.L1)
+    assert move_pair_cost(l2, l1, True, AVX2) == move_cost(l2, AVX2) > 0
+    assert move_pair_cost(gl, l1, True, AVX2) == move_cost(gl, AVX2) + move_cost(l1, AVX2)
+    assert move_pair_cost(l2, l1, False, AVX2) == move_cost(l2, AVX2) + move_cost(l1, AVX2)
+
+
+@pytest.mark.isa("avx512")
+def test_a_panel_of_rhs_viewed_in_l2_compiles_and_matches_numpy():
+    """The search's avx512 program for 128x256x128 keeps a 256x64 panel of B in L2 (an
+    accounting, no code) and still computes the product."""
+    spec = morello.matmul(128, 256, 128, target="avx512")
+    prog = morello.synthesize(spec, "avx512", db=False)
+    assert "Move(op=1, L2, view)" in str(prog.impl), prog.impl.pformat()
+    _assert_matches_numpy(prog)

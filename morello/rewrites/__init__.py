@@ -164,7 +164,7 @@ def compute_actions_fingerprint(target: Target) -> str:
                       info.writes, info.family, info.member,
                       info.accum.name if info.accum else None,
                       None if info.init is None else repr(info.init), info.accumulates,
-                      info.staging, info.vrf_operands, info.l2_views, info.row_dim,
+                      info.staging, info.vrf_operands, info.l2_views, info.l2_panels, info.row_dim,
                       info.grouped_rows, info.scan, maps])
     ident = {
         "kinds": kinds,
@@ -180,7 +180,7 @@ def compute_actions_fingerprint(target: Target) -> str:
         "vector_types": table_for(target).vector_identity(),
         # What bounds the coordinates and prices moves beyond the cost constants.
         "memory": [target.capacity, target.line_bytes, target.l1_ways,
-                   target.prefetch_streams],
+                   target.prefetch_streams, target.l2_panel_cols],
         "coords": coords.SCHEME,
         "decompositions": decompose.identity(),
         "bufferize": bufferize.identity(),

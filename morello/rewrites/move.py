@@ -25,7 +25,7 @@ import functools
 from dataclasses import dataclass, replace
 
 from morello import layouts
-from morello.cost import move_cost, own_units
+from morello.cost import move_pair_cost, own_units
 from morello.dtypes import Dtype
 from morello.kernels import table_for
 from morello.layouts import Layout
@@ -37,7 +37,7 @@ from morello.tensorspec import TensorSpec, fresh
 
 # Bump when the rules of ``layout_candidates`` or ``operand_moves`` change: Move indices
 # depend on them (``morello.rewrites.actions_fingerprint``).
-LAYOUT_SCHEME = 4
+LAYOUT_SCHEME = 5
 
 # The dtype an input of this dtype is widened into by a conversion Move: bf16 weights
 # into f32 (a shift), 8-bit integers into s16 (the operands of vpmaddwd).
@@ -124,7 +124,7 @@ class Move:
         return Expansion(
             tuple(children),
             (1,) * len(children),
-            move_cost(t, target) + move_cost(new, target),
+            move_pair_cost(t, new, view, target),
             own_units(self.level, units),
         )
 
@@ -206,11 +206,17 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
         else:
             if level is Level.L1 and t.level > Level.L1 and _view_fits(t, target):
                 acts.append(Move(i, level, None))
-            # An L2 view only of lhs blocks L1 cannot hold: the BLAS block of A that the
-            # microkernels of many column tiles reuse. (Views of every operand made the
-            # 256^3 search 2-5x slower without changing the programs chosen.)
-            if level is Level.L2 and i in info.l2_views \
-                    and t.level is Level.GL and t.units(target) > target.capacity[Level.L1]:
+            # An L2 view only of lhs blocks L1 cannot hold (the BLAS block of A that the
+            # microkernels of many column tiles reuse) and of rhs panels as wide as the
+            # target's register tile (a column panel of B over all of k, reused by every
+            # row tile of A). (Views of every operand made the 256^3 search 2-5x slower
+            # without changing the programs chosen; views of any rhs tile made 1024^3
+            # 1.8x slower; of panels up to 64 columns wide, the same programs with 5 %
+            # more peak memory.)
+            if level is Level.L2 and t.level is Level.GL \
+                    and t.units(target) > target.capacity[Level.L1] \
+                    and (i in info.l2_views or (i in info.l2_panels
+                                                and t.shape[-1] == target.l2_panel_cols)):
                 acts.append(Move(i, level, None))
             # Packing and transposing copies: inputs only, into GL buffers; packed
             # panels also straight into L1-sized buffers, from main memory.
