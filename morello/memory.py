@@ -158,8 +158,9 @@ AVX512 = Target(
     # L2 (``KindInfo.l2_panels``): the whole k of a column panel of B stays there, reused
     # by every row tile of A, and C tiles stay in registers over all of k (no packing,
     # no C reloads). Paired against the programs without it (benchmarks/ab_programs.py,
-    # 7 rounds): 1024^3 1.18x, 512^3 1.13x, 256^3 1.10x; the cold 1024^3 search of this
-    # target about 1.5x longer.
+    # 7-9 rounds): 1024^3 1.12-1.18x, 512^3 1.13-1.14x, 256^3 1.09-1.11x, 200^3 0.97x
+    # (rows 800 bytes apart: half of them straddle lines); the cold 1024^3 search of
+    # this target 1.1-1.3x longer (3 alternating runs), peak RSS 504 -> 548 MiB.
     l2_panel_cols=64,
     prefetch_streams=8,
     processors=1,

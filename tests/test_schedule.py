@@ -86,7 +86,7 @@ def test_a_block_of_lhs_viewed_in_l2_compiles_and_matches_numpy():
 
 def test_rhs_panels_are_viewed_in_l2_only_up_to_the_targets_width():
     """``KindInfo.l2_panels``: a Matmul's rhs may be viewed in L2 only as a panel of
-    ``Target.l2_panel_cols`` columns that L1 cannot hold (none on avx2)."""
+    ``Target.l2_panel_cols`` columns, read in place, that L1 cannot hold (none on avx2)."""
     from morello import Level, Move
     from morello.layouts import row_major
     from morello.memory import AVX512
@@ -94,15 +94,20 @@ def test_rhs_panels_are_viewed_in_l2_only_up_to_the_targets_width():
     from morello.specs import PrimKind
     from morello.tensorspec import fresh
 
-    def offered(shape, target):
-        t = fresh(shape, morello.dtypes.Dtype.F32, Level.GL, row_major(3))
+    def offered_t(t, target):
         return Move(1, Level.L2, None) in operand_moves(PrimKind.MATMUL_ACCUM, 1, t, target)
+
+    def offered(shape, target):  # a column panel of a wider row-major B, read in place
+        t = fresh((1, shape[1], 1024), morello.dtypes.Dtype.F32, Level.GL, row_major(3))
+        return offered_t(t.tile(shape), target)
 
     assert AVX512.l2_panel_cols == 64 and AVX2.l2_panel_cols == 0
     assert offered((1, 256, 64), AVX512)       # 1024 lines: more than L1 holds
     assert not offered((1, 256, 128), AVX512)  # wider than a panel
     assert not offered((1, 512, 32), AVX512)   # narrower
     assert not offered((1, 64, 64), AVX512)    # L1 holds it
+    packed = fresh((1, 256, 64), morello.dtypes.Dtype.F32, Level.GL, row_major(3))
+    assert packed.contiguous and not offered_t(packed, AVX512)  # a packed B's panel
     assert not offered((1, 256, 64), AVX2)
     # lhs blocks as before, on both targets
     t = fresh((1, 256, 128), morello.dtypes.Dtype.F32, Level.GL, row_major(3))

@@ -207,16 +207,18 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
             if level is Level.L1 and t.level > Level.L1 and _view_fits(t, target):
                 acts.append(Move(i, level, None))
             # An L2 view only of lhs blocks L1 cannot hold (the BLAS block of A that the
-            # microkernels of many column tiles reuse) and of rhs panels as wide as the
-            # target's register tile (a column panel of B over all of k, reused by every
-            # row tile of A). (Views of every operand made the 256^3 search 2-5x slower
-            # without changing the programs chosen; views of any rhs tile made 1024^3
-            # 1.8x slower; of panels up to 64 columns wide, the same programs with 5 %
-            # more peak memory.)
+            # microkernels of many column tiles reuse) and of rhs panels read in place, as
+            # wide as the target's register tile (a column panel of B over all of k,
+            # reused by every row tile of A). (Views of every operand made the 256^3
+            # search 2-5x slower without changing the programs chosen; views of any rhs
+            # tile made 1024^3 1.8x slower; of panels up to 64 columns wide, or of the
+            # contiguous panels of a packed B too, the same programs at 200-1024^3 with
+            # 5 % more peak memory.)
             if level is Level.L2 and t.level is Level.GL \
                     and t.units(target) > target.capacity[Level.L1] \
                     and (i in info.l2_views or (i in info.l2_panels
-                                                and t.shape[-1] == target.l2_panel_cols)):
+                                                and t.shape[-1] == target.l2_panel_cols
+                                                and t.contiguous is False)):
                 acts.append(Move(i, level, None))
             # Packing and transposing copies: inputs only, into GL buffers; packed
             # panels also straight into L1-sized buffers, from main memory.
