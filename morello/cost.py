@@ -64,7 +64,10 @@ def move_pair_cost(src: TensorSpec, dst: TensorSpec, view: bool, target: Target)
     the kernel that reads the view, which its own cost counts; charging it again priced
     a panel of B streamed from L2 through the register tile (hidden under its FMAs) at
     1.6x the tile's FMAs, and the search kept B in L1 at the price of reloading every C
-    tile from memory for each 64 of k (1024^3 1.18x faster with this rule)."""
+    tile from memory for each 64 of k (avx512 1024^3 1.12-1.18x faster with this rule
+    and the L2 panels of ``Target.l2_panel_cols``). On avx2 alone it changes some
+    programs (1024^3's cost 1.225e9 -> 1.184e9) to no measured effect: 512^3 1.01x,
+    1024^3 0.98-1.06x, 1000^3 1.00x, 256^3 1.00x, 200^3 0.99x."""
     if view and src.level is Level.L2:
         return move_cost(src, target)
     return move_cost(src, target) + move_cost(dst, target)
