@@ -211,14 +211,14 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
             # wide as the target's register tile (a column panel of B over all of k,
             # reused by every row tile of A). (Views of every operand made the 256^3
             # search 2-5x slower without changing the programs chosen; views of any rhs
-            # tile made 1024^3 1.8x slower; of panels up to 64 columns wide, or of the
-            # contiguous panels of a packed B too, the same programs at 200-1024^3 with
-            # 5 % more peak memory.)
+            # tile made 1024^3 1.8x slower; of narrower panels too, the same 1024^3
+            # program with 5 % more peak memory; of the contiguous panels of a packed B
+            # too, the same programs at 200-1024^3 with 4 % more.)
             if level is Level.L2 and t.level is Level.GL \
                     and t.units(target) > target.capacity[Level.L1] \
                     and (i in info.l2_views or (i in info.l2_panels
                                                 and t.shape[-1] == target.l2_panel_cols
-                                                and t.contiguous is False)):
+                                                and not t.contiguous)):
                 acts.append(Move(i, level, None))
             # Packing and transposing copies: inputs only, into GL buffers; packed
             # panels also straight into L1-sized buffers, from main memory.
