@@ -84,10 +84,11 @@ def test_a_block_of_lhs_viewed_in_l2_compiles_and_matches_numpy():
     _assert_matches_numpy(prog)
 
 
-def test_rhs_panels_are_viewed_in_l2_only_up_to_the_targets_width():
+def test_rhs_panels_are_viewed_in_l2_only_at_the_targets_width():
     """``KindInfo.l2_panels``: a Matmul's rhs may be viewed in L2 only as a panel of
     ``Target.l2_panel_cols`` columns, read in place, that L1 cannot hold (none on avx2)."""
     from morello import Level, Move
+    from morello.dtypes import Dtype
     from morello.layouts import row_major
     from morello.memory import AVX512
     from morello.rewrites.move import operand_moves
@@ -98,7 +99,7 @@ def test_rhs_panels_are_viewed_in_l2_only_up_to_the_targets_width():
         return Move(1, Level.L2, None) in operand_moves(PrimKind.MATMUL_ACCUM, 1, t, target)
 
     def offered(shape, target):  # a column panel of a wider row-major B, read in place
-        t = fresh((1, shape[1], 1024), morello.dtypes.Dtype.F32, Level.GL, row_major(3))
+        t = fresh((1, shape[1], 1024), Dtype.F32, Level.GL, row_major(3))
         return offered_t(t.tile(shape), target)
 
     assert AVX512.l2_panel_cols == 64 and AVX2.l2_panel_cols == 0
@@ -106,11 +107,11 @@ def test_rhs_panels_are_viewed_in_l2_only_up_to_the_targets_width():
     assert not offered((1, 256, 128), AVX512)  # wider than a panel
     assert not offered((1, 512, 32), AVX512)   # narrower
     assert not offered((1, 64, 64), AVX512)    # L1 holds it
-    packed = fresh((1, 256, 64), morello.dtypes.Dtype.F32, Level.GL, row_major(3))
+    packed = fresh((1, 256, 64), Dtype.F32, Level.GL, row_major(3))
     assert packed.contiguous and not offered_t(packed, AVX512)  # a packed B's panel
     assert not offered((1, 256, 64), AVX2)
     # lhs blocks as before, on both targets
-    t = fresh((1, 256, 128), morello.dtypes.Dtype.F32, Level.GL, row_major(3))
+    t = fresh((1, 256, 128), Dtype.F32, Level.GL, row_major(3))
     assert Move(0, Level.L2, None) in operand_moves(PrimKind.MATMUL_ACCUM, 0, t, AVX2)
 
 
@@ -121,10 +122,11 @@ def test_a_view_out_of_l2_costs_its_lines_in_l2_only():
 
     from morello import Level
     from morello.cost import move_cost, move_pair_cost
+    from morello.dtypes import Dtype
     from morello.layouts import row_major
     from morello.tensorspec import fresh
 
-    gl = fresh((1, 64, 64), morello.dtypes.Dtype.F32, Level.GL, row_major(3))
+    gl = fresh((1, 64, 64), Dtype.F32, Level.GL, row_major(3))
     l2, l1 = replace(gl, level=Level.L2), replace(gl, level=Level.L1)
     assert move_pair_cost(l2, l1, True, AVX2) == move_cost(l2, AVX2) > 0
     assert move_pair_cost(gl, l1, True, AVX2) == move_cost(gl, AVX2) + move_cost(l1, AVX2)
