@@ -24,7 +24,7 @@ MAX_COST = 1 << 62
 # results are keyed by it (``rewrites.compute_actions_fingerprint``), so a database never
 # answers with costs another formula computed. (Kernel names, tile and pack sizes are
 # fingerprinted as they are.)
-COST_SCHEME = 4
+COST_SCHEME = 5
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -71,6 +71,17 @@ def move_pair_cost(src: TensorSpec, dst: TensorSpec, view: bool, target: Target)
     if view and src.level is Level.L2:
         return move_cost(src, target)
     return move_cost(src, target) + move_cost(dst, target)
+
+
+def writeback_cost(t: TensorSpec, written: bool, target: Target) -> int:
+    """What writing the lines of ``t`` costs on top of touching them: nothing while main
+    memory is the last-level cache, but for a problem in DRAM (``Target.in_dram``) each
+    written line of main memory goes back to it, a second transfer (a store that misses
+    first reads the line, then writes it back). Non-temporal stores (``StreamStore``)
+    avoid both the read and this cost; other kernels' views of an output pay it."""
+    if not (written and target.gl_in_dram and t.level is Level.GL):
+        return 0
+    return target.costs.gl_line * t.units(target)
 
 
 def stream_cost(t: TensorSpec, target: Target, streams: int) -> int:

@@ -857,11 +857,15 @@ def validate_boxes(lo, hi, values, key, blocks, page, target) -> None:
 # ---- tools: stats, check, merge ------------------------------------------------------
 
 def _target_named(key_text: str):
-    """The Target a context's key names (``avx2@...``, ``avx2-2t@...``), or None."""
+    """The Target a context's key names (``avx2@...``, ``avx2-2t@...``,
+    ``avx2-dram@...``), or None."""
     from morello.memory import TARGETS
 
-    name = key_text.split("@")[0].split("-")[0] if isinstance(key_text, str) else ""
-    return TARGETS.get(name)
+    parts = key_text.split("@")[0].split("-") if isinstance(key_text, str) else [""]
+    tgt = TARGETS.get(parts[0])
+    if tgt is not None and "dram" in parts[1:]:
+        tgt = tgt.in_dram()
+    return tgt
 
 
 class _Walker(Store):

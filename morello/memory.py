@@ -11,7 +11,7 @@ can be reused across limits.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from morello.costs import CostConstants
 
@@ -98,6 +98,26 @@ class Target:
     isa: str = "avx2"              # the kernel table and vector types (``morello.kernels``)
     byte_dots: bool = False        # u8 x s8 four at a time into s32, exactly (VNNI)
     l2_panel_cols: int = 0         # width of the ``l2_panels`` panels viewed in L2 (0: none)
+    llc_bytes: int = 32 << 20      # the last-level cache (``in_dram``)
+    gl_in_dram: bool = False       # main-memory operands live in DRAM, not the LLC (``in_dram``)
+
+    def in_dram(self) -> Target:
+        """This target for a problem whose main-memory operands exceed the last-level
+        cache (``needs_dram``): every line written to main memory then costs its write-back
+        too, and kernels may store past the caches (non-temporal stores), which costs no
+        read of the line first. A softmax of 4096x4096 (64 MiB in, 64 MiB out) measured
+        1.11-1.19x faster with the stores of its last pass made non-temporal on a Zen 3
+        host, but 0.95-0.97x at 256x4096 (in L3), 0.73x on a Zen 4 host: so it is a variant
+        of the target (named ``...-dram``, with results of its own), chosen by the size of
+        the problem, not a choice every Spec could make."""
+        if self.gl_in_dram:
+            return self
+        return replace(self, name=f"{self.name}-dram", gl_in_dram=True)
+
+    def needs_dram(self, operand_bytes: int) -> bool:
+        """Whether a problem whose main-memory operands take ``operand_bytes`` in all
+        streams them through DRAM: more than the last-level cache holds."""
+        return operand_bytes > self.llc_bytes
 
     @property
     def db_key(self) -> str:
@@ -233,7 +253,6 @@ def parse_target(name: str, threads: int = 1, calibration: str | None = None) ->
     results under other constants: ``Target.db_key`` includes their fingerprint.
     """
     import os
-    from dataclasses import replace
     from pathlib import Path
 
     from morello import costs as costsmod

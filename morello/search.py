@@ -25,7 +25,7 @@ from morello.coords import (
     page_blocks,
     point_len,
 )
-from morello.cost import Cost, move_pair_cost
+from morello.cost import Cost
 from morello.dtypes import Dtype
 from morello.errors import MorelloError, SpecError
 from morello.kernels import table_for
@@ -33,7 +33,7 @@ from morello.kinds import KINDS, MAX_RANK, PrimKind, output_dims, reduction_dims
 from morello.memory import LEVELS, Level, MemoryLimits, Target
 from morello.rewrites import actions
 from morello.rewrites.decompose import DECOMPOSITIONS
-from morello.rewrites.move import operand_moves
+from morello.rewrites.move import operand_moves, view_cost
 from morello.rewrites.tile import tile_size_table
 from morello.specs import Spec
 from morello.tensorspec import TensorSpec
@@ -270,7 +270,9 @@ class Engine:
     def moves(self, form: int, op: int, tid: int) -> list[int]:
         t = self.tensors[tid]
         flat: list[int] = []
-        acts = operand_moves(self.form_keys[form][0], op, t, self.target)
+        kind = self.form_keys[form][0]
+        acts = operand_moves(kind, op, t, self.target)
+        written = op in kind.info.writes
         for m in acts:
             dest = m.destination_of(t)
             if dest is None:
@@ -278,7 +280,7 @@ class Engine:
                 continue
             new, view = dest
             flat.extend((1, self.tid_of(new), int(m.level), m.units(new, self.target),
-                         move_pair_cost(t, new, view, self.target), int(view)))
+                         view_cost(t, new, view, written, self.target), int(view)))
         return [len(acts)] + flat
 
     def select(self, i: int, positions: list[int] | None = None) -> list[int]:

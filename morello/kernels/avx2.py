@@ -787,6 +787,42 @@ def _vcopy_emit(w, spec, ops, vt) -> None:
         w.line(f"{v.store}({dst.ptr(j)}, {v.load}({src.ptr(j)}));")
 
 
+def _stream_store_check(spec: Spec, target: Target) -> Reason:
+    src, dst = spec.operands
+    if not target.gl_in_dram:
+        return "only for problems in DRAM (Target.in_dram): in cache it is slower"
+    if src.level is not Level.L1 or dst.level is not Level.GL:
+        return "copies an L1 buffer out to main memory"
+    if reason := same_contiguous_f32(src, dst):
+        return reason
+    return None
+
+
+def _stream_store_emit(w, spec, ops, vt) -> None:
+    """Vector loads from the L1 buffer, non-temporal stores to main memory (32-byte
+    aligned: the first elements up to that alignment, and the tail, by scalar stores),
+    then a store fence, so that the stores are done when the kernel returns."""
+    src, dst = ops
+    n = spec.volume
+    with w.block("{"):
+        w.line(f"const float *restrict s = {src.ptr(0)};")
+        w.line(f"float *restrict d = {dst.ptr(0)};")
+        w.line("long i = 0;")
+        w.line(f"for (; i < {n} && ((uintptr_t)(d + i) & 31); i++) d[i] = s[i];")
+        w.line(f"for (; i + 8 <= {n}; i += 8) _mm256_stream_ps(d + i, _mm256_loadu_ps(s + i));")
+        w.line(f"for (; i < {n}; i++) d[i] = s[i];")
+        w.line("_mm_sfence();")
+
+
+def _stream_store_cost(s: Spec, t: Target) -> int:
+    # A load and a store per vector, the buffer's lines in L1, and the start of each run
+    # in main memory (which loops over tiles may discount: ``tile.stream_discount``).
+    # The lines in main memory are the parent Move's, paid once: no read first, no
+    # write-back (``cost.writeback_cost``).
+    return (2 * t.costs.vector_move * -(-s.volume // 8) + move_cost(s.operands[0], t)
+            + t.costs.gl_run * s.operands[1].blocks)
+
+
 def _widen_check(spec: Spec, target: Target) -> Reason:
     src, dst = spec.operands
     if src.dtype is not Dtype.BF16 or dst.dtype is not Dtype.F32:
@@ -1041,6 +1077,11 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("VectorCopy", PrimKind.MOVE, _vcopy_check,
            lambda s, t: 2 * t.costs.vector_move * (s.volume // 8) + io_cost(s, t), 0, _vcopy_emit,
            "contiguous copy in L1 by vector loads and stores (packing)", levels=(L1, L1),
+           dtypes=(F32, F32)),
+    # Not in the reference: an output stored past the caches, for problems in DRAM.
+    Kernel("StreamStore", PrimKind.MOVE, _stream_store_check, _stream_store_cost, 0,
+           _stream_store_emit, "an L1 buffer stored to main memory by non-temporal stores "
+           "(problems larger than the last-level cache only)", levels=(L1, (Level.GL,)),
            dtypes=(F32, F32)),
     # Differs from the reference (cost 1 whatever the size): memset touches every line.
     Kernel("MemsetZero", PrimKind.FILL, _memset_check,

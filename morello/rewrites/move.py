@@ -25,7 +25,7 @@ import functools
 from dataclasses import dataclass, replace
 
 from morello import layouts
-from morello.cost import move_pair_cost, own_units
+from morello.cost import move_pair_cost, own_units, writeback_cost
 from morello.dtypes import Dtype
 from morello.kernels import table_for
 from morello.layouts import Layout
@@ -37,7 +37,7 @@ from morello.tensorspec import TensorSpec, fresh
 
 # Bump when the rules of ``layout_candidates`` or ``operand_moves`` change: Move indices
 # depend on them (``morello.rewrites.actions_fingerprint``).
-LAYOUT_SCHEME = 5
+LAYOUT_SCHEME = 6
 
 # The dtype an input of this dtype is widened into by a conversion Move: bf16 weights
 # into f32 (a shift), 8-bit integers into s16 (the operands of vpmaddwd).
@@ -124,7 +124,7 @@ class Move:
         return Expansion(
             tuple(children),
             (1,) * len(children),
-            move_pair_cost(t, new, view, target),
+            view_cost(t, new, view, self.operand in info.writes, target),
             own_units(self.level, units),
         )
 
@@ -153,6 +153,13 @@ class Move:
         return f"Move(op={self.operand}, {self.level}, {lay}{vs}{dt})"
 
 
+def view_cost(t: TensorSpec, new: TensorSpec, view: bool, written: bool, target: Target) -> int:
+    """A Move's own cost (``move_pair_cost``); for a cache view of an output in DRAM, the
+    write-back of its lines too (``writeback_cost``)."""
+    cost = move_pair_cost(t, new, view, target)
+    return cost + writeback_cost(t, written, target) if view else cost
+
+
 def _move_spec(src: TensorSpec, dst: TensorSpec, parent: Spec, limits) -> Spec:
     return Spec(PrimKind.MOVE, src.shape, (src, dst), parent.serial_only, limits)
 
@@ -173,6 +180,13 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
         if i in info.l2_views and t.level is Level.GL \
                 and target.capacity[Level.L1] < t.units(target) <= target.capacity[Level.L2]:
             acts.append(Move(i, Level.L2, None))
+        # A problem in DRAM may write an output (not read first) into an L1 buffer, to
+        # be stored to main memory past the caches (``StreamStore``): no read of the
+        # lines before they are written, no write-back.
+        if target.gl_in_dram and kind is not PrimKind.MOVE and i in info.writes \
+                and i not in info.reads and t.level is Level.GL and t.contiguous \
+                and t.dtype is Dtype.F32 and t.units(target) <= target.capacity[Level.L1]:
+            acts.append(Move(i, Level.L1, _row_major_for(t.shape)))
         return tuple(acts)
     cands = layout_candidates(t.shape, target.pack_sizes)
     # Only relayout "forward" in the candidate order, so relayout chains are finite.
