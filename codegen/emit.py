@@ -156,7 +156,15 @@ class _Emitter:
         # Bytes of each heap buffer declaration: kept per thread between calls (see
         # morello_scratch in the prelude).
         self.scratch: list[int] = []
+        # Non-temporal stores emitted and not yet fenced (``Kernel.nontemporal``).
+        self.unfenced = False
         self.next_tiles: list[_NextTile] = []  # see _stream_next
+
+    def fence(self) -> None:
+        """Complete the non-temporal stores written since the last fence, if any."""
+        if self.unfenced:
+            self.w.line("_mm_sfence();")
+            self.unfenced = False
 
     def emit(self, impl: Impl, refs: tuple[Ref, ...]) -> None:
         node = impl.action.apply(impl.spec, self.target)
@@ -167,8 +175,9 @@ class _Emitter:
         elif isinstance(node, KernelCall):
             ops = [OperandView(r, t) for r, t in zip(refs, impl.spec.operands)]
             asked = self._ask_prefetch(impl, ops)
-            self.kernels.by_name[node.kernel].emit(self.w, impl.spec, ops,
-                                                   self.kernels.vector_type)
+            kernel = self.kernels.by_name[node.kernel]
+            kernel.emit(self.w, impl.spec, ops, self.kernels.vector_type)
+            self.unfenced |= kernel.nontemporal
             for i, nt in asked:
                 if ops[i].prefetched:
                     nt.done = True
@@ -210,6 +219,8 @@ class _Emitter:
                     pushed = self._stream_next(body, refs, dims, var, size)
                 self.emit(body, shifted(Affine.var(var, size)))
                 del self.next_tiles[len(self.next_tiles) - pushed:]
+                if node.parallel:
+                    self.fence()  # each thread's own stores, before the loop's join
         if rem:
             self.emit(impl.children[1], shifted(full * size))
 
@@ -431,6 +442,7 @@ def emit_c(impl: Impl, target: Target | None = None, threads: int = 1,
         top = e.w.mark()
         e.w.line("int morello_status = 0;")
         e.emit(impl, tuple(refs))
+        e.fence()
         e.w.line("return morello_status;")
         if e.scratch:
             # Each thread keeps its buffers for the next call: a fresh allocation of a few

@@ -569,9 +569,10 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
     the callback has it, before the database is written. ``threads``: processors the cost
     model assumes for parallel loops (used when ``spec`` is not serial) and OpenMP threads.
     ``calibration``: the cost constants, ``"builtin"`` or a calibration file (default: see
-    ``morello.memory.parse_target``). A Spec whose main-memory operands exceed the
-    last-level cache is searched for the target's DRAM variant (``Target.in_dram``):
-    outputs written there cost their write-back, and may be stored past the caches.
+    ``morello.memory.parse_target``). A memory-bound Spec (softmax, elementwise, ...)
+    whose main-memory operands exceed the last-level cache is searched for the target's
+    DRAM variant (``Target.in_dram``): outputs written there cost their write-back, and
+    may be stored past the caches.
     """
     if not isinstance(spec, Spec):
         raise SpecError(f"synthesize takes a Spec (from morello.matmul, morello.add, ...), "
@@ -583,7 +584,10 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
     if progress is not None and not callable(progress):
         raise SpecError(f"progress must be callable, got {_short_repr(progress)}")
     tgt = _target(target, threads, calibration)
-    if tgt.needs_dram(sum(o.bytes for o in spec.operands if o.level is Level.GL)):
+    if spec.kind.info.staging == "views" \
+            and tgt.needs_dram(sum(o.bytes for o in spec.operands if o.level is Level.GL)):
+        # Memory-bound kinds only: a matmul's programs changed under the write-back
+        # pricing to no gain (2048^3 0.98x, 4096x256x4096 0.95x, paired).
         tgt = tgt.in_dram()
     limits.check_points(spec.kind.title, spec.shape)
     db_path = dbmod.resolve(db)

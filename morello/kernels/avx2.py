@@ -800,8 +800,8 @@ def _stream_store_check(spec: Spec, target: Target) -> Reason:
 
 def _stream_store_emit(w, spec, ops, vt) -> None:
     """Vector loads from the L1 buffer, non-temporal stores to main memory (32-byte
-    aligned: the first elements up to that alignment, and the tail, by scalar stores),
-    then a store fence, so that the stores are done when the kernel returns."""
+    aligned: the first elements up to that alignment, and the tail, by scalar stores).
+    The emitter fences them (``Kernel.nontemporal``)."""
     src, dst = ops
     n = spec.volume
     with w.block("{"):
@@ -811,7 +811,6 @@ def _stream_store_emit(w, spec, ops, vt) -> None:
         w.line(f"for (; i < {n} && ((uintptr_t)(d + i) & 31); i++) d[i] = s[i];")
         w.line(f"for (; i + 8 <= {n}; i += 8) _mm256_stream_ps(d + i, _mm256_loadu_ps(s + i));")
         w.line(f"for (; i < {n}; i++) d[i] = s[i];")
-        w.line("_mm_sfence();")
 
 
 def _stream_store_cost(s: Spec, t: Target) -> int:
@@ -1082,7 +1081,7 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("StreamStore", PrimKind.MOVE, _stream_store_check, _stream_store_cost, 0,
            _stream_store_emit, "an L1 buffer stored to main memory by non-temporal stores "
            "(problems larger than the last-level cache only)", levels=(L1, (Level.GL,)),
-           dtypes=(F32, F32)),
+           dtypes=(F32, F32), nontemporal=True),
     # Differs from the reference (cost 1 whatever the size): memset touches every line.
     Kernel("MemsetZero", PrimKind.FILL, _memset_check,
            lambda s, t: t.costs.scalar_op + move_cost(s.operands[0], t), 0, _memset_emit,

@@ -1,0 +1,103 @@
+"""Problems larger than the last-level cache: the target's DRAM variant (``Target.in_dram``),
+the write-back it prices, and outputs stored past the caches (``StreamStore``)."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import morello
+from morello.cost import writeback_cost
+from morello.db import _target_named
+from morello.kernels.avx2 import BY_NAME
+from morello.memory import AVX2, Level
+from morello.rewrites.move import Move, operand_moves, view_cost
+from morello.tensorspec import fresh
+
+# AVX2 with a 1 MiB last-level cache: small problems then count as larger than it.
+SMALL_LLC = replace(AVX2, llc_bytes=1 << 20)
+
+
+def _kernels(program) -> list[str]:
+    return [node.action.kernel if hasattr(node.action, "kernel") else str(node.action)
+            for node in program.impl.walk()]
+
+
+def test_the_dram_variant_is_a_target_of_its_own():
+    dram = AVX2.in_dram()
+    assert dram.name == "avx2-dram" and dram.gl_in_dram and not AVX2.gl_in_dram
+    assert dram.in_dram() is dram
+    assert dram.db_key != AVX2.db_key
+    assert AVX2.needs_dram(AVX2.llc_bytes + 1) and not AVX2.needs_dram(AVX2.llc_bytes)
+    assert _target_named("avx2-dram@0123abcd").gl_in_dram
+    assert not _target_named("avx2-2t@0123abcd").gl_in_dram
+
+
+def test_only_written_lines_of_main_memory_in_dram_pay_their_write_back():
+    t = fresh((4, 64), morello.dtypes.Dtype.F32, Level.GL, morello.layouts.row_major(2))
+    dram = AVX2.in_dram()
+    lines = t.units(AVX2)
+    assert writeback_cost(t, True, dram) == dram.costs.gl_line * lines
+    assert writeback_cost(t, False, dram) == 0
+    assert writeback_cost(t, True, AVX2) == 0
+    l1 = replace(t, level=Level.L1)
+    assert writeback_cost(l1, True, dram) == 0
+    # A cache view of an output pays it; a buffer, stored by its own kernel, does not.
+    assert view_cost(t, l1, True, True, dram) == view_cost(t, l1, True, True, AVX2) \
+        + dram.costs.gl_line * lines
+    assert view_cost(t, l1, False, True, dram) == view_cost(t, l1, False, True, AVX2)
+
+
+def test_outputs_get_an_l1_buffer_and_stream_stores_only_in_dram():
+    spec = morello.softmax(1, 4096)
+    out = spec.operands[1]
+    buffer = Move(1, Level.L1, out.layout)  # row-major, canonical
+    assert buffer not in operand_moves(spec.kind, 1, out, AVX2)
+    assert buffer in operand_moves(spec.kind, 1, out, AVX2.in_dram())
+    assert buffer not in operand_moves(spec.kind, 0, spec.operands[0], AVX2.in_dram())
+    store = morello.specs.Spec(morello.specs.PrimKind.MOVE, (1, 4096),
+                               (replace(out, level=Level.L1), out), True,
+                               AVX2.max_limits())
+    assert BY_NAME["StreamStore"].check(store, AVX2) is not None
+    assert BY_NAME["StreamStore"].check(store, AVX2.in_dram()) is None
+
+
+def test_a_softmax_larger_than_the_cache_stores_its_rows_past_it():
+    program = morello.synthesize(morello.softmax(64, 4096), target=SMALL_LLC, db=False)
+    assert program.target.name == "avx2-dram"
+    assert "StreamStore" in _kernels(program)
+    ok, err = program.verify()
+    assert ok, err
+    # One fence, where the function ends: not one per row.
+    c = program.c_source
+    assert c.count("_mm_sfence();") == 1
+    assert c.index("_mm_sfence();") > c.rindex("_mm256_stream_ps")
+
+
+def test_a_softmax_in_cache_keeps_cached_stores():
+    program = morello.synthesize(morello.softmax(64, 4096), target=AVX2, db=False)
+    assert program.target.name == "avx2"
+    assert "StreamStore" not in _kernels(program)
+    assert "_mm_sfence" not in program.c_source
+
+
+@settings(max_examples=6, deadline=None)
+@given(rows=st.integers(1, 5), cols=st.integers(1, 700))
+def test_stream_stores_of_any_row_length_and_alignment_match_numpy(rows, cols):
+    """Rows of any length start anywhere within a 32-byte line: the stores before the
+    first aligned address and after the last whole vector are scalar."""
+    program = morello.synthesize(morello.softmax(rows, cols), target=AVX2.in_dram(),
+                                 db=False)
+    ok, err = program.verify(seed=rows * 1000 + cols)
+    assert ok, err
+    if cols >= 8:
+        assert "StreamStore" in _kernels(program)
+
+
+def test_a_matmul_larger_than_the_cache_keeps_its_target():
+    """Only memory-bound kinds take the DRAM variant (a matmul's programs changed under
+    it to no gain)."""
+    program = morello.synthesize(morello.matmul(64, 64, 64), target=replace(
+        AVX2, llc_bytes=1 << 10), db=False)
+    assert program.target.name == "avx2"
