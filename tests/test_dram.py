@@ -91,7 +91,7 @@ def test_stream_stores_of_any_row_length_and_alignment_match_numpy(rows, cols):
                                  db=False)
     ok, err = program.verify(seed=rows * 1000 + cols)
     assert ok, err
-    if cols >= 8:
+    if rows * cols >= 256:  # smaller outputs keep cached stores (a run start costs more)
         assert "StreamStore" in _kernels(program)
 
 
