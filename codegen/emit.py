@@ -24,7 +24,7 @@ from morello.impl import Impl
 from morello.kernels import KernelTable, table_for
 from morello.layouts import Layout
 from morello.memory import Level, Target
-from morello.nodes import NEW, Block, KernelCall, Loop
+from morello.nodes import NEW, NEW2, Block, KernelCall, Loop
 from morello.specs import PrimKind, Spec
 from morello.tensorspec import TensorSpec
 
@@ -319,24 +319,22 @@ class _Emitter:
         return f"for (long {v.name} = 0; {v.name} < {v.extent}; {v.name}++) {{"
 
     def _block(self, impl: Impl, node: Block, refs: tuple[Ref, ...]) -> None:
-        new_ref = None
-        buf = None
-        if node.alloc is not None:
-            buf = self._declare(node.alloc)
-            new_ref = Ref(buf, (Affine(),) * len(node.alloc.shape))
+        bufs: dict[int, Buffer] = {}
+        for marker, alloc in ((NEW, node.alloc), (NEW2, node.alloc2)):
+            if alloc is not None:
+                bufs[marker] = self._declare(alloc)
 
         def ref(a: int) -> Ref:
-            if a == NEW:
-                assert new_ref is not None  # only a block that allocates names NEW
-                return new_ref
+            if a in (NEW, NEW2):
+                buf = bufs[a]  # only a block that allocates names NEW (NEW2)
+                return Ref(buf, (Affine(),) * len(buf.tensor.shape))
             return refs[a]
 
-        heap = buf is not None and not buf.registers
+        heap = [b.name for b in bufs.values() if not b.registers]
         if heap:
-            assert buf is not None
             # A failed allocation skips the block and makes kernel() return nonzero (in
             # a parallel loop, other iterations go on; the output is then not defined).
-            self.w.open(f"if ({buf.name} == NULL) {{")
+            self.w.open(f"if ({' || '.join(f'{n} == NULL' for n in heap)}) {{")
             self.w.line("__atomic_store_n(&morello_status, MORELLO_ENOMEM, __ATOMIC_RELAXED);")
             self.w.reopen("} else {")
         for child, args in zip(impl.children, node.steps):

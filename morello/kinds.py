@@ -108,6 +108,7 @@ class PrimKind(enum.IntEnum):
     SOFTMAX_UNSCALED_ACCUM = 23
     MATMUL_SAT16 = 24
     MATMUL_SAT16_ACCUM = 25
+    DIV_REDUCED_INTO = 26
 
     @property
     def info(self) -> KindInfo:
@@ -266,6 +267,12 @@ def _unscaled_map(rank: int, params: Params) -> OperandMap:
     return (full, kept, full, kept)
 
 
+def _div_into_map(rank: int, params: Params) -> OperandMap:
+    (dim,) = params
+    full, kept = _full(rank), _keep_one(dim, rank)
+    return (kept, full, full)
+
+
 def _softmax(x: np.ndarray, dim: int) -> np.ndarray:
     """Numerically safe softmax: exp(x - max) / sum(exp(x - max)) (f32 throughout)."""
     e = np.exp(x - np.max(x, axis=dim, keepdims=True))
@@ -335,6 +342,10 @@ def _denom_max_accum_ref(params, ins, out):
 
 def _div_reduced_ref(params, ins, out):
     return np.divide(out, ins[0], out=out)
+
+
+def _div_reduced_into_ref(params, ins, out):
+    return np.divide(ins[1], ins[0], out=out)
 
 
 def _add_broadcast_ref(params, ins, out):
@@ -525,6 +536,12 @@ KINDS: dict[PrimKind, KindInfo] = {
         "DivReduced", ("dim",), ("denom", "dst"), (0, 1), (1,), (1, MAX_RANK),
         _reduced_map(0, 1, full_last=True), "DivReduced", None, _div_reduced_ref,
         flops_per_point=1, doc="dst = dst / denom (denom reduced along dim)"),
+    # The same out of another buffer: a softmax's exps kept in an L1 row, divided into
+    # the output as it is stored (past the caches, for problems in DRAM).
+    PrimKind.DIV_REDUCED_INTO: KindInfo(
+        "DivReducedInto", ("dim",), ("denom", "src", "dst"), (0, 1), (2,), (1, MAX_RANK),
+        _div_into_map, "DivReducedInto", None, _div_reduced_into_ref,
+        flops_per_point=1, doc="dst = src / denom (denom reduced along dim)"),
 }
 
 BY_TITLE = {info.title: kind for kind, info in KINDS.items()}

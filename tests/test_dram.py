@@ -63,10 +63,13 @@ def test_outputs_get_an_l1_buffer_and_stream_stores_only_in_dram():
     assert BY_NAME["StreamStore"].check(store, AVX2.in_dram()) is None
 
 
-def test_a_softmax_larger_than_the_cache_stores_its_rows_past_it():
+def test_a_softmax_larger_than_the_cache_divides_its_rows_into_stream_stores():
+    """The exps go to an L1 row (Decompose's second buffer), divided into the output as
+    it is stored past the caches."""
     program = morello.synthesize(morello.softmax(64, 4096), target=SMALL_LLC, db=False)
     assert program.target.name == "avx2-dram"
-    assert "StreamStore" in _kernels(program)
+    assert "VectorDivScalarStream" in _kernels(program)
+    assert "Decompose(RF, variant=4)" in _kernels(program)
     ok, err = program.verify()
     assert ok, err
     # One fence, where the function ends: not one per row.
@@ -75,10 +78,21 @@ def test_a_softmax_larger_than_the_cache_stores_its_rows_past_it():
     assert c.index("_mm_sfence();") > c.rindex("_mm256_stream_ps")
 
 
+def test_an_elementwise_output_larger_than_the_cache_is_stored_from_an_l1_buffer():
+    program = morello.synthesize(morello.add(64, 4096), target=SMALL_LLC, db=False)
+    assert program.target.name == "avx2-dram"
+    assert "StreamStore" in _kernels(program)
+    ok, err = program.verify()
+    assert ok, err
+    assert program.c_source.count("_mm_sfence();") == 1
+
+
 def test_a_softmax_in_cache_keeps_cached_stores():
     program = morello.synthesize(morello.softmax(64, 4096), target=AVX2, db=False)
     assert program.target.name == "avx2"
-    assert "StreamStore" not in _kernels(program)
+    kernels = _kernels(program)
+    assert "StreamStore" not in kernels and "VectorDivScalarStream" not in kernels
+    assert "Decompose(RF, variant=4)" not in kernels
     assert "_mm_sfence" not in program.c_source
 
 
@@ -92,7 +106,7 @@ def test_stream_stores_of_any_row_length_and_alignment_match_numpy(rows, cols):
     ok, err = program.verify(seed=rows * 1000 + cols)
     assert ok, err
     if rows * cols >= 256:  # smaller outputs keep cached stores (a run start costs more)
-        assert "StreamStore" in _kernels(program)
+        assert "VectorDivScalarStream" in _kernels(program)
 
 
 def test_a_matmul_larger_than_the_cache_keeps_its_target():
@@ -101,3 +115,13 @@ def test_a_matmul_larger_than_the_cache_keeps_its_target():
     program = morello.synthesize(morello.matmul(64, 64, 64), target=replace(
         AVX2, llc_bytes=1 << 10), db=False)
     assert program.target.name == "avx2"
+
+
+def test_the_native_core_and_the_python_expansion_agree_in_dram():
+    from morello.search import Engine
+
+    dram = AVX2.in_dram()
+    for spec in (morello.softmax(3, 200), morello.add(4, 96), morello.relu(2, 3, 64)):
+        a, _ = Engine(dram).solve(spec)
+        b, _ = Engine(dram, native=False).solve(spec)
+        assert a is not None and a.cost == b.cost

@@ -115,6 +115,7 @@ KERNEL_SPECS = {
     "VectorExpNormalize": (PrimKind.SOFTMAX_COMPLETE, (1, 107), (1,)),
     "VectorExp": (PrimKind.SOFTMAX_EXP, (1, 107), (1,)),
     "VectorDivScalar": (PrimKind.DIV_REDUCED, (1, 107), (1,)),
+    "VectorDivScalarInto": (PrimKind.DIV_REDUCED_INTO, (1, 107), (1,)),
 }
 
 
@@ -123,10 +124,11 @@ def test_every_new_kernel_row_is_tested():
                                  PrimKind.FILL}
     rows = {k.name for k in TABLE.kernels if k.kind in new_kinds} | {"L1Fill"}
     # Kernels with two written operands are tested below; the saturating integer ones
-    # against their saturating reference in tests/test_dtypes.py.
+    # against their saturating reference in tests/test_dtypes.py; the one that stores
+    # to main memory (problems in DRAM only) in tests/test_dram.py.
     assert rows == set(KERNEL_SPECS) | {"VectorExpStoreSum", "VectorExpStoreSumAccum",
                                         "VectorOnlineDenomMax", "MaddubsLoop",
-                                        "MultAddSat16Loop"}
+                                        "MultAddSat16Loop", "VectorDivScalarStream"}
 
 
 @pytest.mark.isa("avx2")

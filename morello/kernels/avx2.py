@@ -822,6 +822,38 @@ def _stream_store_cost(s: Spec, t: Target) -> int:
             + t.costs.gl_run * s.operands[1].blocks)
 
 
+def _div_stream_check(spec: Spec, target: Target) -> Reason:
+    if not target.gl_in_dram:
+        return "only for problems in DRAM (Target.in_dram): in cache it is slower"
+    if spec.operands[2].level is not Level.GL:
+        return "stores dst in main memory"
+    return stream.div_into_check(spec, target)
+
+
+def _div_stream_emit(w, spec, ops, vt) -> None:
+    """src * (1 / denom) stored to main memory by non-temporal stores (32-byte aligned:
+    the elements before that alignment, and the tail, by scalar stores). The emitter
+    fences them (``Kernel.nontemporal``)."""
+    den, src, dst = ops
+    n = spec.volume
+    with w.block("{"):
+        w.line(f"const float *restrict s = {src.ptr(0)};")
+        w.line(f"float *restrict d = {dst.ptr(0)};")
+        w.line(f"const float inv = 1.0f / {den.lval()};")
+        w.line("const __m256 iv = _mm256_set1_ps(inv);")
+        w.line("long i = 0;")
+        w.line(f"for (; i < {n} && ((uintptr_t)(d + i) & 31); i++) d[i] = s[i] * inv;")
+        w.line(f"for (; i + 8 <= {n}; i += 8) "
+               "_mm256_stream_ps(d + i, _mm256_mul_ps(_mm256_loadu_ps(s + i), iv));")
+        w.line(f"for (; i < {n}; i++) d[i] = s[i] * inv;")
+
+
+def _div_stream_cost(s: Spec, t: Target) -> int:
+    # A load, a multiply and a store per vector; every operand's lines once (dst's in
+    # main memory: no read first, no write-back, ``cost.writeback_cost``).
+    return stream.pass_cost(s.volume, t, 2, 1) + t.costs.scalar_op + io_cost(s, t)
+
+
 def _widen_check(spec: Spec, target: Target) -> Reason:
     src, dst = spec.operands
     if src.dtype is not Dtype.BF16 or dst.dtype is not Dtype.F32:
@@ -1082,6 +1114,11 @@ KERNELS: tuple[Kernel, ...] = (
            _stream_store_emit, "an L1 buffer stored to main memory by non-temporal stores "
            "(problems larger than the last-level cache only)", levels=(L1, (Level.GL,)),
            dtypes=(F32, F32), nontemporal=True),
+    Kernel("VectorDivScalarStream", PrimKind.DIV_REDUCED_INTO, _div_stream_check,
+           _div_stream_cost, 1, _div_stream_emit, "dst = src * (1 / denom), an L1 row "
+           "stored to main memory by non-temporal stores (problems larger than the "
+           "last-level cache only)", levels=(RL, L1, (Level.GL,)), dtypes=(F32, F32, F32),
+           nontemporal=True),
     # Differs from the reference (cost 1 whatever the size): memset touches every line.
     Kernel("MemsetZero", PrimKind.FILL, _memset_check,
            lambda s, t: t.costs.scalar_op + move_cost(s.operands[0], t), 0, _memset_emit,

@@ -596,6 +596,37 @@ def _div_scalar_emit(v: Width):
     return emit
 
 
+def div_into_check(spec: Spec, target: Target) -> Reason:
+    """DivReducedInto's operands: a scalar denom, src and dst contiguous rows of one
+    layout (dst in L1; ``StreamStore``'s twin takes it in main memory)."""
+    if reason := scalar_and_row_check(spec, 0, 1):
+        return reason
+    src, dst = spec.operands[1:]
+    if not dst.contiguous or dst.layout != src.layout:
+        return "dst must be contiguous, of src's layout"
+    return None
+
+
+def _div_into_l1_check(spec: Spec, target: Target) -> Reason:
+    if reason := div_into_check(spec, target):
+        return reason
+    return None if spec.operands[2].level is Level.L1 else "dst must be in L1"
+
+
+def _div_into_emit(v: Width):
+    def emit(w, spec, ops, vt) -> None:
+        den, src, dst = ops
+        with w.block("{"):
+            w.line(f"const float *restrict p1 = {src.ptr(0)};")
+            w.line(f"float *restrict p2 = {dst.ptr(0)};")
+            w.line(f"const float inv = 1.0f / {den.lval()};")
+            if spec.volume >= v.lanes:
+                w.line(f"const {v.reg} iv = {v.set1('inv')};")
+            _stream_emit(w, v, spec.volume, ["p1"], "p2",
+                         lambda x: f"{v.op('mul')}({x[0]}, iv)", lambda x: f"{x[0]} * inv")
+    return emit
+
+
 def rows(v: Width) -> tuple[Kernel, ...]:
     """The stream kernels in width ``v``, in their fixed order (names end in
     ``v.suffix``)."""
@@ -668,4 +699,10 @@ def rows(v: Width) -> tuple[Kernel, ...]:
                lambda s, t: (pass_cost(s.volume, t, 2, 1, lanes=v.lanes) + t.costs.scalar_op
                              + io_cost(s, t)), 1,
                _div_scalar_emit(v), "dst *= 1 / denom over a contiguous L1 row", levels=(RL, L1)),
+        Kernel(f"VectorDivScalarInto{sfx}", PrimKind.DIV_REDUCED_INTO,
+               _div_into_l1_check,
+               lambda s, t: (pass_cost(s.volume, t, 2, 1, lanes=v.lanes) + t.costs.scalar_op
+                             + io_cost(s, t)), 1,
+               _div_into_emit(v), "dst = src * (1 / denom), contiguous L1 rows",
+               levels=(RL, L1, L1)),
     )
