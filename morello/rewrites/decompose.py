@@ -137,9 +137,10 @@ class Decompose:
             if not target.gl_in_dram:
                 return None
             row_units = row.units(target)
-            limits = limits.subtract(Level.L1, row_units)
-            if limits is None:
+            left = limits.subtract(Level.L1, row_units)
+            if left is None:
                 return None
+            limits = left
             own = tuple(u + (row_units if lvl == Level.L1 else 0) for lvl, u in enumerate(own))
         children = []
         for step in steps:
