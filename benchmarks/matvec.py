@@ -40,7 +40,7 @@ from timers import c_timer, optional_torch, py_timer  # noqa: E402
 import morello  # noqa: E402
 from morello import calibrate
 from morello.codegen.build import compile_c
-from morello.memory import AVX2, host_lacks, parse_target
+from morello.memory import AVX2, calibration_source, host_lacks, parse_target
 
 # The FMA peak in zmm registers: cal_fma's 12 independent chains, 16 lanes each.
 FMA512_C = ("#include <immintrin.h>\n#include <time.h>\n" + calibrate.FMA_CHAINS
@@ -123,7 +123,7 @@ def main() -> None:
     isa = "AVX-512 (or AVX2)" if fma512 is not None else "AVX2"
     print(f"this run: morello's target {args.target}, streaming read bandwidth {bw:.1f} GB/s "
           f"(best of 1..16 side-by-side runs), {isa} FMA peak {peak:.1f} GFLOP/s, "
-          f"{args.rounds} rounds\n")
+          f"{args.rounds} rounds; {calibration_source(args.target)}\n")
     names = list(rows[0][3])
     print("| K×N | W | " + " | ".join(f"{nm} ms" for nm in names)
           + " | morello GB/s (% of bw) | morello GFLOP/s (% of peak) | "

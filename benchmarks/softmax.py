@@ -32,7 +32,7 @@ from timers import c_timer, optional_torch, py_timer
 
 import morello
 from morello import calibrate
-from morello.memory import AVX2, AVX512, host_lacks, parse_target
+from morello.memory import AVX2, AVX512, calibration_source, host_lacks, parse_target
 
 SHAPES = [(1, 16384), (128, 128), (512, 1024), (4096, 4096)]  # the last: 64 MiB
 
@@ -129,7 +129,8 @@ def main() -> None:
         return 64 / calibrate.stream_read_ns(lib)
 
     read_gbs = read_bw()
-    print(f"streaming read bandwidth (one core, this run): {read_gbs:.1f} GB/s\n")
+    print(f"streaming read bandwidth (one core, this run): {read_gbs:.1f} GB/s; "
+          f"{calibration_source('avx2')}\n")
     cols = " | ".join(f"morello {t} ns/elem" for t in targets)
     hands = " | ".join(f"hand/morello {t}" for t in targets)
     print(f"| shape | {cols} | hand AVX2 loop ns/elem | numpy ns/elem | torch ns/elem | "

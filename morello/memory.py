@@ -240,6 +240,26 @@ def target_named(name: str) -> Target:
             from None
 
 
+def calibration_source(name: str, calibration: str | None = None) -> str:
+    """Which cost constants ``parse_target(name, calibration=calibration)`` takes, in
+    words: a calibration file's path, or the built-in ones (measured on a Zen 4 host:
+    other hosts may rank programs differently, and ``morello calibrate`` fits them; on a
+    Zen 3 host that made gemma's bf16 matvec 1.13-1.38x faster)."""
+    import os
+
+    from morello import costs as costsmod
+
+    if calibration is None:
+        calibration = os.environ.get("MORELLO_CALIBRATION") or None
+    if calibration is None:
+        path = costsmod.default_path(target_named(name).name)
+        calibration = str(path) if path.exists() else "builtin"
+    if calibration == "builtin":
+        return ("built-in cost constants (a Zen 4 host's; `morello calibrate` fits them to "
+                "this one)")
+    return f"cost constants of {calibration}"
+
+
 def parse_target(name: str, threads: int = 1, calibration: str | None = None) -> Target:
     """The target called ``name``, assuming ``threads`` processors for parallel loops;
     ``"native"`` is the widest one this host runs (``native_name``).

@@ -102,3 +102,15 @@ def test_calibrate_keeps_each_constants_median_over_runs(monkeypatch):
 
 def test_calibrate_runs_below_one_is_one_line_error():
     assert_one_line_error(morello("calibrate", "--runs", "0", "--dry-run"), "--runs")
+
+
+def test_the_benchmarks_can_say_which_constants_they_used(tmp_path, monkeypatch):
+    from morello.memory import calibration_source
+
+    monkeypatch.delenv("MORELLO_CALIBRATION", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert calibration_source("avx2").startswith("built-in")
+    assert calibration_source("avx2", "builtin").startswith("built-in")
+    monkeypatch.setenv("MORELLO_CALIBRATION", "/some/file.json")
+    assert calibration_source("avx2") == "cost constants of /some/file.json"
+    assert calibration_source("avx2", "builtin").startswith("built-in")
