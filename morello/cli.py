@@ -8,6 +8,7 @@ import sys
 
 from morello import limits, timing
 from morello.errors import MorelloError
+from morello.memory import calibration_source
 
 EPILOG = """\
 operations (OP SIZES...):
@@ -431,6 +432,9 @@ def cmd_bench(args) -> int:
     result = {
         "spec": prog.spec.logical_str(),
         "threads": prog.target.processors,
+        "target": prog.target.name,
+        "constants": calibration_source(prog.target.name.split("-")[0],
+                                        getattr(args, "calibration", None)),
         "cost": prog.cost,
         "verified": ok,
         "max_abs_error": err,
