@@ -77,8 +77,8 @@ def writeback_cost(t: TensorSpec, written: bool, target: Target) -> int:
     """What writing the lines of ``t`` costs on top of touching them: nothing while main
     memory is the last-level cache, but for a problem in DRAM (``Target.in_dram``) each
     written line of main memory goes back to it, a second transfer (a store that misses
-    first reads the line, then writes it back). Non-temporal stores (``StreamStore``)
-    avoid both the read and this cost; other kernels' views of an output pay it."""
+    first reads the line, then writes it back). Non-temporal stores (kernels marked
+    ``Kernel.nontemporal``) avoid both the read and this cost; views of an output pay it."""
     if not (written and target.gl_in_dram and t.level is Level.GL):
         return 0
     return target.costs.gl_line * t.units(target)

@@ -105,11 +105,11 @@ class Target:
         """This target for a problem whose main-memory operands exceed the last-level
         cache (``needs_dram``): every line written to main memory then costs its write-back
         too, and kernels may store past the caches (non-temporal stores), which costs no
-        read of the line first. A softmax of 4096x4096 (64 MiB in, 64 MiB out) measured
-        1.11-1.19x faster with the stores of its last pass made non-temporal on a Zen 3
-        host, but 0.95-0.97x at 256x4096 (in L3), 0.73x on a Zen 4 host: so it is a variant
-        of the target (named ``...-dram``, with results of its own), chosen by the size of
-        the problem, not a choice every Spec could make."""
+        read of the line first. A softmax of 4096x4096 (64 MiB in, 64 MiB out) ran 1.22x
+        faster so on a Zen 3 host (relu and add 1.21-1.39x), but stored so a 4 MiB
+        softmax (in L3) ran 0.94-0.97x, 0.73x on a Zen 4 host: so it is a variant of the
+        target (named ``...-dram``, with results of its own), chosen by the size of the
+        problem, not a choice every Spec could make."""
         if self.gl_in_dram:
             return self
         return replace(self, name=f"{self.name}-dram", gl_in_dram=True)

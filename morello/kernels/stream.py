@@ -598,7 +598,7 @@ def _div_scalar_emit(v: Width):
 
 def div_into_check(spec: Spec, target: Target) -> Reason:
     """DivReducedInto's operands: a scalar denom, src and dst contiguous rows of one
-    layout (dst in L1; ``StreamStore``'s twin takes it in main memory)."""
+    layout (dst in L1 here; ``VectorDivScalarStream`` takes it in main memory)."""
     if reason := scalar_and_row_check(spec, 0, 1):
         return reason
     src, dst = spec.operands[1:]
