@@ -4,6 +4,8 @@ alternated in one process.
     python benchmarks/ab_programs.py --baseline DIR [--target avx512] [--rounds 11]
         [--dtypes u8,s8,s32] [--rhs-layout cm] [MxKxN ...]
     python benchmarks/ab_programs.py --baseline DIR --op softmax [ROWSxCOLS ...]
+    python benchmarks/ab_programs.py --calibration-before builtin \
+        --calibration-after FILE [...]
 
 ``DIR`` holds another morello (``pip install --target DIR .`` of an older commit, or a
 copy of its ``morello/`` with ``codegen/`` as ``morello/codegen``). Each morello emits its
@@ -11,6 +13,9 @@ program for every shape (``morello emit``, in a subprocess with its own ``PYTHON
 both are compiled with the same compiler and flags, verified against numpy, then timed
 inside C in alternating rounds. The report gives both medians and the median of the
 per-round ratios (after/before): on a shared machine only that ratio means much.
+``--calibration-before/--calibration-after`` give each side's cost constants
+(``builtin`` or a calibration file, as ``morello emit --calibration``); without
+``--baseline`` both sides are this morello, so the two differ only by their constants.
 """
 from __future__ import annotations
 
@@ -31,13 +36,16 @@ from morello.memory import TARGETS, host_lacks
 
 
 def emit(pythonpath: str | None, shape: tuple[int, ...], target: str,
-         dtypes: str, rhs_layout: str, op: str = "matmul") -> str:
+         dtypes: str, rhs_layout: str, op: str = "matmul",
+         calibration: str | None = None) -> str:
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     else:
         env.pop("PYTHONPATH", None)
     extra = ["--dtypes", dtypes, "--rhs-layout", rhs_layout] if op == "matmul" else []
+    if calibration is not None:
+        extra += ["--calibration", calibration]
     p = subprocess.run([sys.executable, "-m", "morello", "emit", op, *map(str, shape),
                         "--target", target, *extra],
                        capture_output=True, text=True, env=env,
@@ -69,8 +77,9 @@ def softmax_rows(args, base: str) -> None:
     print("|---|---|---|---|")
     for text in args.shapes:
         r, c = map(int, text.split("x"))
-        libs = {name: load(emit(path, (r, c), args.target, "", "", "softmax"), args.target, 2)
-                for name, path in (("before", base), ("after", None))}
+        libs = {name: load(emit(path, (r, c), args.target, "", "", "softmax", cal),
+                           args.target, 2)
+                for name, path, cal in sides(args, base)}
         x = np.random.default_rng(0).uniform(-8, 8, (r, c)).astype(np.float32)
         e = np.exp(x - x.max(axis=1, keepdims=True))
         want = e / e.sum(axis=1, keepdims=True)
@@ -90,10 +99,18 @@ def softmax_rows(args, base: str) -> None:
               f"{statistics.median(ns['after']):.3f} | {ratio:.2f} |", flush=True)
 
 
+def sides(args, base: str | None):
+    """``(name, PYTHONPATH, calibration)`` of the two sides."""
+    return (("before", base, args.calibration_before), ("after", None, args.calibration_after))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--baseline", required=True, metavar="DIR")
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="the other morello (default: this one, then give calibrations)")
+    ap.add_argument("--calibration-before", metavar="PATH|builtin")
+    ap.add_argument("--calibration-after", metavar="PATH|builtin")
     ap.add_argument("--target", choices=sorted(TARGETS), default="avx2")
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--rhs-layout", choices=("rm", "cm"), default="rm",
@@ -106,7 +123,9 @@ def main() -> None:
     args = ap.parse_args()
     if reason := host_lacks(TARGETS[args.target]):
         raise SystemExit(reason)
-    base = str(Path(args.baseline).resolve())
+    if args.baseline is None and args.calibration_before == args.calibration_after:
+        raise SystemExit("give --baseline, or two different --calibration-before/-after")
+    base = str(Path(args.baseline).resolve()) if args.baseline else None
     print(f"target {args.target}; {args.rounds} alternating rounds, each >= 30 ms inside C\n")
     if args.op == "softmax":
         args.shapes = args.shapes or ["512x1024", "4096x4096"]
@@ -118,9 +137,9 @@ def main() -> None:
     print("|---|---|---|---|")
     for text in args.shapes:
         m, k, n = map(int, text.split("x"))
-        libs = {name: load(emit(path, (m, k, n), args.target, args.dtypes, args.rhs_layout),
-                           args.target)
-                for name, path in (("before", base), ("after", None))}
+        libs = {name: load(emit(path, (m, k, n), args.target, args.dtypes, args.rhs_layout,
+                                calibration=cal), args.target)
+                for name, path, cal in sides(args, base)}
         rng = np.random.default_rng(0)
         a, b = (_random(rng, shape, dt) for shape, dt in (((m, k), dts[0]), ((k, n), dts[1])))
         want = a.astype(dts[2]) @ b.astype(dts[2])
