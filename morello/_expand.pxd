@@ -32,6 +32,8 @@ cdef class Expander:
     cdef int64_t par_setup          # constant cost of a parallel loop
     cdef int64_t par_iter           # cost per parallel iteration
     cdef int64_t gl_run             # cost of a main-memory run start
+    cdef int64_t gl_ramp            # more for a run of ramp_bytes or longer
+    cdef int64_t ramp_bytes         # (morello.cost.run_cost)
     cdef int64_t streams            # runs the prefetchers follow at once
     cdef vec_t tile_sizes           # tile sizes to try, ascending
     cdef vec_t tile_rows_only       # per tile size: 1 if only for a form's row dim

@@ -62,7 +62,7 @@ cdef class Expander:
 
     def __cinit__(self, SpecGraph graph, native, compile_cb, int64_t processors,
                   int64_t par_setup, int64_t par_iter, tile_sizes, int64_t gl_run,
-                  int64_t streams):
+                  int64_t streams, int64_t gl_ramp=0, int64_t ramp_bytes=4096):
         cdef Py_ssize_t k
         self.g = graph
         self.native = native
@@ -71,6 +71,8 @@ cdef class Expander:
         self.par_setup = par_setup
         self.par_iter = par_iter
         self.gl_run = gl_run
+        self.gl_ramp = gl_ramp
+        self.ramp_bytes = ramp_bytes
         self.streams = streams
         for k in range(len(tile_sizes)):
             _push(&self.tile_sizes, tile_sizes[k][0])
@@ -171,7 +173,7 @@ cdef class Expander:
         cdef SpecGraph g = self.g
         cdef int64_t MO = g.max_operands, MR = g.max_rank, form = rec[0]
         cdef int64_t extent = rec[1 + sdim], full, rem, op, body, bnd, nch = 1, disc, od
-        cdef int64_t tile, tid
+        cdef int64_t tile, tid, run, start, longer
         cdef int64_t children[2]
         cdef int64_t coefs[2]
         cdef bint serial = rec[g.width - 1] != 0
@@ -207,9 +209,14 @@ cdef class Expander:
                 tile = g.records.data[body * g.width + 1 + MR + op]
                 if od >= 0 and g.t_stream.data[tid] == od \
                         and g.t_blocks.data[tile] <= self.streams:
-                    disc += self.gl_run * g.t_blocks.data[tile]
+                    run = g.t_run.data[tile]
+                    start = self.gl_run + self.gl_ramp * min(run, self.ramp_bytes) \
+                        // self.ramp_bytes
+                    longer = self.gl_run + self.gl_ramp * min(run * full, self.ramp_bytes) \
+                        // self.ramp_bytes
+                    disc += ((full - 1) * start - (longer - start)) * g.t_blocks.data[tile]
         push_row(rows, idx, self.par_setup + self.par_iter * coefs[0] if par
-                 else -(full - 1) * disc, 0, 0, nch, children, coefs)
+                 else -disc, 0, 0, nch, children, coefs)
         return 0
 
     cdef int _compile_native(self, int64_t i, rows_t* rows) except -1:

@@ -60,6 +60,7 @@ cdef class SpecGraph:
     cdef vec_t t_level                     # its level (int(morello.memory.Level))
     cdef vec_t t_stream                    # its stream dim if in GL, else -1
     cdef vec_t t_blocks                    # separate contiguous runs
+    cdef vec_t t_run                       # bytes of each run (in GL; 0 elsewhere)
     cdef vec_t t_dtype                     # dtype code
     cdef vec_t t_coord                     # 4 coordinates (morello.coords.operand_coords)
     # persistent tables

@@ -76,7 +76,7 @@ cdef class SpecGraph:
         self.table_cb = table_cb
 
     def __dealloc__(self):
-        cdef vec_t* vs[33]
+        cdef vec_t* vs[34]
         vs[:] = [&self.records, &self.id_table, &self.f_rank, &self.f_nops, &self.f_native,
                  &self.f_member, &self.f_reads, &self.f_writes, &self.f_out, &self.f_nout,
                  &self.f_outdims, &self.f_row_dim, &self.f_accum, &self.f_fill,
@@ -84,9 +84,9 @@ cdef class SpecGraph:
                  &self.f_opdim, &self.f_opsrc, &self.f_opconst, &self.f_nkernels,
                  &self.f_kunit, &self.f_kvrf, &self.f_klev, &self.t_par, &self.t_vrf,
                  &self.t_level, &self.t_stream, &self.t_blocks, &self.t_dtype, &self.t_coord,
-                 &self.f_kdt]
+                 &self.f_kdt, &self.t_run]
         cdef int k
-        for k in range(33):
+        for k in range(34):
             _vec_free(vs[k])
         free(self.islots)
         _map_free(&self.wide)
@@ -204,9 +204,11 @@ cdef class SpecGraph:
     # ---- tensors --------------------------------------------------------------------
 
     def set_tensor(self, int64_t tid, bint parallel_ok, bint vrf, int64_t stream_dim,
-                   int64_t blocks, int64_t dtype, coords, int64_t level=-1):
+                   int64_t blocks, int64_t dtype, coords, int64_t level=-1,
+                   int64_t run_bytes=0):
         """Attributes of tensor ``tid`` (ids are dense: 0, 1, ...); ``level``: its level's
-        int (-1: unknown, which no kernel's level hint excludes)."""
+        int (-1: unknown, which no kernel's level hint excludes); ``run_bytes``: the
+        length of each of its contiguous runs in main memory."""
         cdef int64_t j
         if not -1 <= level < 63:
             raise ValueError(f"level {level} out of range")
@@ -216,6 +218,7 @@ cdef class SpecGraph:
             _push(&self.t_level, -1)
             _push(&self.t_stream, -1)
             _push(&self.t_blocks, 0)
+            _push(&self.t_run, 0)
             _push(&self.t_dtype, -1)
             for j in range(4):
                 _push(&self.t_coord, 0)
@@ -224,6 +227,7 @@ cdef class SpecGraph:
         self.t_level.data[tid] = level
         self.t_stream.data[tid] = stream_dim
         self.t_blocks.data[tid] = blocks
+        self.t_run.data[tid] = run_bytes
         self.t_dtype.data[tid] = dtype
         for j in range(4):
             self.t_coord.data[tid * 4 + j] = coords[j]

@@ -170,6 +170,39 @@ double cal_streams(long bytes, long streams, long run, long passes) {
     return best / ((double)groups * (double)lines * (double)streams);
 }
 
+/* Seconds per line read from a buffer of `bytes` laid out as rows of `row` bytes, in the
+ * order of a matvec x.W: `streams` rows side by side (one line of each in turn), `block`
+ * bytes of each, then the next `streams` rows; all rows, then the next column block. With
+ * `block` < `row` every row is read as row / block separate runs, each restarted later:
+ * against `block` == `row`, what the start of a long run costs (``gl_ramp``). Huge pages,
+ * best of `passes`. */
+double cal_rows(long bytes, long row, long streams, long block, long passes) {
+    long huge = 2L << 20;
+    char *buf = aligned_alloc(huge, (bytes + huge - 1) / huge * huge);
+    if (buf == NULL) return -1.0;
+    madvise(buf, (bytes + huge - 1) / huge * huge, MADV_HUGEPAGE);
+    memset(buf, 1, bytes);
+    long rows = bytes / row;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    double best = 1e30;
+    for (long p = 0; p < passes; p++) {
+        double t0 = now();
+        for (long c = 0; c < row; c += block)
+            for (long g = 0; g + streams <= rows; g += streams)
+                for (long o = 0; o < block; o += 64)
+                    for (long r = 0; r < streams; r++) {
+                        const float *x = (const float *)(buf + (g + r) * row + c + o);
+                        a0 = _mm256_add_ps(a0, _mm256_load_ps(x));
+                        a1 = _mm256_add_ps(a1, _mm256_load_ps(x + 8));
+                    }
+        double t = now() - t0;
+        if (t < best) best = t;
+    }
+    sink = hsum8(_mm256_add_ps(a0, a1));
+    free(buf);
+    return best / ((double)(rows / streams * streams) * (double)(row / 64));
+}
+
 /* Seconds per vector moved (a load and a store count as two) copying within L1. */
 double cal_copy(long iters) {
     /* b starts 64 bytes past a 4 KiB multiple from a, so stores do not alias loads. */
@@ -321,10 +354,16 @@ def _lib(target: Target):
     lib.cal_read.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_long]
     lib.cal_streams.restype = ctypes.c_double
     lib.cal_streams.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_long, ctypes.c_long]
+    lib.cal_rows.restype = ctypes.c_double
+    lib.cal_rows.argtypes = [ctypes.c_long] * 5
     lib.cal_parallel.restype = ctypes.c_double
     lib.cal_parallel.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_int]
     return lib
 
+
+# Bytes of a row of ``cal_rows``'s x.W-ordered read (``gl_ramp``): a row of the bf16
+# weights of the paper's 1x2048x16384 matvec.
+ROW_BYTES = 32 << 10
 
 # Bytes of each run of ``cal_streams``'s side-by-side read (``gl_line_parallel``): a page,
 # the length of a weight row of gemma's 2048-wide bf16 matvec, and the most that a
@@ -374,6 +413,16 @@ def measure(target: Target, progress=None, quick: bool = False) -> dict:
     ns["gl_line_parallel"] = ns["gl_line"] * ns["stream_runs"] / ns["stream_one"]
     say("calibrate: strided main memory (4 KiB stride)")
     ns["gl_line_strided"] = _best(lib.cal_read, big, 4096, 1, repeats=3)
+    say(f"calibrate: rows read {target.prefetch_streams} side by side, in blocks")
+    # x.W's order over rows of 32 KiB (2048 bf16 weights... a row of a 16384-wide W), 8 KiB
+    # of each row at a time against all of it: the extra time per extra run start.
+    rows = big // ROW_BYTES
+    short = _best(lib.cal_rows, big, ROW_BYTES, target.prefetch_streams, ROW_BYTES // 4, 1,
+                  repeats=3)
+    whole = _best(lib.cal_rows, big, ROW_BYTES, target.prefetch_streams, ROW_BYTES, 1,
+                  repeats=3)
+    ns["rows_short"], ns["rows_whole"] = short, whole
+    ns["run_restart"] = (short - whole) * (big // 64) / (3 * rows)
     say("calibrate: vector copies, register tiles, scalar ops, horizontal sums")
     ns["vector_move"] = _best(lib.cal_copy, 20_000 // q)
     ns["broadcast"] = _best(lib.cal_bcast, 20_000_000 // q)
@@ -404,6 +453,7 @@ def fit(ns: dict) -> CostConstants:
         gl_line=max(l1 + 1, round(u(ns["gl_line"]))),
         gl_line_parallel=max(l1 + 1, round(u(ns["gl_line_parallel"]))),
         gl_run=max(0, round(u(ns["gl_line_strided"] - ns["gl_line"]))),
+        gl_ramp=max(0, round(u(ns["run_restart"] - (ns["gl_line_strided"] - ns["gl_line"])))),
         strided_factor=max(1, round(ns["gl_line_strided"] / ns["gl_line"])),
         fma=FMA_UNITS,
         broadcast=max(1, round(u(ns["broadcast"]))),

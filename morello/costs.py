@@ -39,6 +39,7 @@ class CostConstants:
     gl_line_parallel: int  # the same, read as one of target.prefetch_streams runs of a page
                            # side by side (above gl_line where that is slower)
     gl_run: int           # start a new contiguous run in main memory (prefetch lost)
+    gl_ramp: int          # more for a run of a page or longer: the prefetchers ramp up again
     strided_factor: int   # L1 lines of a non-contiguous tensor cost this many times more
     fma: int              # one vector FMA inside a register tile (BroadcastVecMultAdd)
     broadcast: int        # the broadcast of a scalar of lhs, per BroadcastVecMultAdd
@@ -62,6 +63,9 @@ class CostConstants:
             # Calibrations before the stream term: lines cost the same however many
             # runs are read at once (the model they were searched under).
             d = {**d, "gl_line_parallel": d["gl_line"]}
+        if "gl_ramp" not in d:
+            # Calibrations before the ramp term: a long run starts as a short one does.
+            d = {**d, "gl_ramp": 0}
         missing = [n for n in names if n not in d]
         if missing:
             raise MorelloError(f"calibration lacks constants: {', '.join(missing)}")

@@ -25,7 +25,7 @@ from morello.coords import (
     page_blocks,
     point_len,
 )
-from morello.cost import Cost
+from morello.cost import RAMP_BYTES, Cost, run_bytes
 from morello.dtypes import Dtype
 from morello.errors import MorelloError, SpecError
 from morello.kernels import table_for
@@ -114,7 +114,8 @@ class Engine:
         t = target
         self.expander = Expander(self.graph, self if native else None, self._compile,
                                  t.processors, t.parallel_setup_cost, t.parallel_iter_cost,
-                                 tile_size_table(t), t.costs.gl_run, t.prefetch_streams)
+                                 tile_size_table(t), t.costs.gl_run, t.prefetch_streams,
+                                 t.costs.gl_ramp, RAMP_BYTES)
         self.solver = Solver(self.graph, self.expander)
         self.forms: dict[tuple, int] = {}
         self.form_keys: list[tuple] = []
@@ -236,7 +237,7 @@ class Engine:
             self.graph.set_tensor(i, t.level.can_parallel_tile, t.level is Level.VRF,
                                   t.stream_dim if t.level is Level.GL else -1, t.blocks,
                                   t.dtype.code, operand_coords(t, self.target),
-                                  int(t.level))
+                                  int(t.level), run_bytes(t) if t.level is Level.GL else 0)
         return i
 
     def id_of(self, spec: Spec) -> int:

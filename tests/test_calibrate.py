@@ -13,7 +13,7 @@ from morello.errors import MorelloError
 from morello.memory import AVX2, parse_target
 
 NS = {"fma": 0.2, "l1_line": 0.4, "l2_line": 1.0, "gl_line": 6.0, "gl_line_parallel": 4.0,
-      "gl_line_strided": 24.0,
+      "gl_line_strided": 24.0, "run_restart": 78.0,
       "vector_move": 0.35, "broadcast": 0.4, "tile_4x16_step": 2.4, "tile_6x16_step": 3.0,
       "scalar_madd": 1.6, "hsum": 8.0, "parallel_setup": 2000.0, "parallel_iter": 0.6}
 
@@ -23,7 +23,7 @@ def test_fit_converts_nanoseconds_to_fma_units():
     # One unit is a quarter of the 0.2 ns FMA: 0.05 ns.
     assert c == CostConstants(
         l1_line=8, l2_line=20, gl_line=120, gl_line_parallel=80, gl_run=360,
-        strided_factor=4, fma=4,
+        gl_ramp=(78 - 18) * 20, strided_factor=4, fma=4,
         broadcast=8, vector_move=7,
         scalar_op=32 - 3 * 8, hsum=160, parallel_setup=40_000, parallel_iter=12)
 

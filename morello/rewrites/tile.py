@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from morello.cost import loop_iterations
+from morello.cost import loop_iterations, run_bytes, run_cost
 from morello.kinds import fixed_dims
 from morello.memory import NLEVELS, Level, Target
 from morello.nodes import Loop
@@ -94,26 +94,30 @@ def loop_expansion(spec: Spec, sdim: int, size: int, parallel: bool, target: Tar
     if parallel:
         const = target.parallel_setup_cost + target.parallel_iter_cost * coefs[0]
     elif full > 1:
-        const = -(full - 1) * stream_discount(spec, body, sdim, target)
+        const = -stream_discount(spec, body, sdim, full, target)
     return Expansion(tuple(children), tuple(coefs), const, (0,) * NLEVELS)
 
 
-def stream_discount(spec: Spec, body: Spec, sdim: int, target: Target) -> int:
-    """Run starts a serial loop's iterations do not pay again.
+def stream_discount(spec: Spec, body: Spec, sdim: int, full: int, target: Target) -> int:
+    """Run starts the ``full`` iterations of a serial loop do not pay again.
 
-    Main memory charges ``gl_run`` for every contiguous run a tile touches (the
-    prefetchers lose the stream there). A loop along the dim in which an operand's memory
-    runs continue (its innermost, unpacked dim), over tiles with no more rows than the
-    prefetchers follow, continues each row's stream from one iteration to the next: only
-    the first iteration starts them. Every iteration's body pays for its tile's runs when
-    it views or copies the tile, so the discount never exceeds what the body charged."""
+    Main memory charges every contiguous run a tile touches its start (``cost.run_cost``:
+    the prefetchers lose the stream there). A loop along the dim in which an operand's
+    memory runs continue (its innermost, unpacked dim), over tiles with no more rows than
+    the prefetchers follow, continues each row's stream from one iteration to the next:
+    only the first iteration starts them, as runs ``full`` times as long (which may then
+    pay the ramp of a long run, ``gl_ramp``, that a tile's short runs did not). Every
+    iteration's body pays for its tile's runs when it views or copies the tile, so the
+    discount never exceeds what the bodies charged."""
     disc = 0
     for i, (parent, tile) in enumerate(zip(spec.operands, body.operands)):
         if parent.level is not Level.GL:
             continue
         d = spec.operand_dim(i, sdim)
         if d is not None and parent.stream_dim == d and tile.blocks <= target.prefetch_streams:
-            disc += target.costs.gl_run * tile.blocks
+            run = run_bytes(tile)
+            start = run_cost(run, target)
+            disc += ((full - 1) * start - (run_cost(run * full, target) - start)) * tile.blocks
     return disc
 
 
