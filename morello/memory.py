@@ -77,7 +77,7 @@ DESTINATIONS = {
 # runs pay their share) was not
 # measured there: 1130 is derived from that host's x.W kernel timed over column blocks of
 # 4096 and 16384 (1.09-1.13x for the longer runs at 4.0 ms: about 65 ns a run start,
-# less gl_run's 17 ns). `cal_rows` measured 1400-1800 on a Zen 3 host.
+# less gl_run's 17 ns). `cal_rows` measured 1660-2010 on a Zen 3 host (3 runs).
 AVX2_COSTS = CostConstants(
     l1_line=10, l2_line=17, gl_line=125, gl_line_parallel=162, gl_run=404, gl_ramp=1130,
     strided_factor=4,
