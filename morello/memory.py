@@ -73,13 +73,15 @@ DESTINATIONS = {
 # An Intel Xeon host read 8 long runs at 0.53-0.77x; page runs were not measured there.
 # Where side by side is cheaper, `morello calibrate` says so, and the search then reads
 # weight rows side by side: DotProductLoop rather than DotProductRows.)
+# gl_line_parallel is net of its runs' starts since gl_ramp came (the model charges them
+# apart): 162 - (404 + 1130) / 64 = 138.
 # gl_ramp (what a run of a page or longer costs to start beyond gl_run, `cal_rows`; shorter
 # runs pay their share) was not
 # measured there: 1130 is derived from that host's x.W kernel timed over column blocks of
 # 4096 and 16384 (1.09-1.13x for the longer runs at 4.0 ms: about 65 ns a run start,
 # less gl_run's 17 ns). `cal_rows` measured 1660-2010 on a Zen 3 host (3 runs).
 AVX2_COSTS = CostConstants(
-    l1_line=10, l2_line=17, gl_line=125, gl_line_parallel=162, gl_run=404, gl_ramp=1130,
+    l1_line=10, l2_line=17, gl_line=125, gl_line_parallel=138, gl_run=404, gl_ramp=1130,
     strided_factor=4,
     fma=4, broadcast=5,
     vector_move=9, scalar_op=1, hsum=172, parallel_setup=23_940, parallel_iter=12,

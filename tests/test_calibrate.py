@@ -22,7 +22,8 @@ def test_fit_converts_nanoseconds_to_fma_units():
     c = fit(NS)
     # One unit is a quarter of the 0.2 ns FMA: 0.05 ns.
     assert c == CostConstants(
-        l1_line=8, l2_line=20, gl_line=120, gl_line_parallel=80, gl_run=360,
+        l1_line=8, l2_line=20, gl_line=120,
+        gl_line_parallel=round(80 - (360 + (78 - 18) * 20) * 64 / 4096), gl_run=360,
         gl_ramp=(78 - 18) * 20, strided_factor=4, fma=4,
         broadcast=8, vector_move=7,
         scalar_op=32 - 3 * 8, hsum=160, parallel_setup=40_000, parallel_iter=12)
