@@ -56,7 +56,7 @@ def run_cost(nbytes: int, target: Target) -> int:
     """The start of a run of ``nbytes`` in main memory: ``gl_run``, and ``gl_ramp`` more
     for a run of ``RAMP_BYTES`` or longer, its share of it for a shorter one (so that
     cutting a run in two never makes it cheaper). A matvec's x·W that reads 8 rows of W
-    side by side, 8 KiB of each, then the next 8 rows, ran 1.14-1.16x slower than reading
+    side by side, 8 KiB of each, then the next 8 rows, ran 1.15-1.18x slower than reading
     each row's 32 KiB at once (Zen 3; 1.09-1.13x on Zen 4), while an isolated strided
     line (``gl_run``) costs a few times less than the difference per run: the
     prefetchers restart on every run."""
