@@ -67,9 +67,10 @@ def run_cost(nbytes: int, target: Target) -> int:
 def move_cost(t: TensorSpec, target: Target) -> int:
     """Cost of touching every line of ``t`` once.
 
-    In main memory every separate contiguous run of ``t`` also pays ``gl_run``: the
-    hardware prefetchers follow a run, and each new one starts with a miss (this is what
-    ranks streaming a matrix row by row above walking it column block by column block).
+    In main memory every separate contiguous run of ``t`` also pays its start
+    (``run_cost``): the hardware prefetchers follow a run, and each new one starts with a
+    miss (this is what ranks streaming a matrix row by row above walking it column block
+    by column block).
     In L1, lines of a non-contiguous tensor cost ``strided_factor`` times more.
     """
     hit = target.hit_cost[t.level]

@@ -125,3 +125,21 @@ def test_the_native_core_and_the_python_expansion_agree_in_dram():
         a, _ = Engine(dram).solve(spec)
         b, _ = Engine(dram, native=False).solve(spec)
         assert a is not None and a.cost == b.cost
+
+
+def test_storing_a_buffer_out_never_costs_less_than_nothing():
+    """A loop over tiles discounts the run starts its later iterations continue, so the
+    StreamStore of each tile must charge them (``cost.run_cost``): a first version that
+    charged none made a MOVE's cost negative, and the search could not use it."""
+    from morello.search import Engine
+    from morello.specs import PrimKind, Spec
+
+    dram = AVX2.in_dram()
+    for cols in (64, 4096, 8192):
+        out = morello.relu(1, cols).operands[1]
+        spec = Spec(PrimKind.MOVE, (1, cols), (replace(out, level=Level.L1), out), True,
+                    dram.max_limits())
+        sol, _ = Engine(dram).solve(spec)
+        assert sol is not None and sol.cost.main > 0
+    program = morello.synthesize(morello.relu(64, 4096), target=SMALL_LLC, db=False)
+    assert all(node.cost.main >= 0 for node in program.impl.walk())

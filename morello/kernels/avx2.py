@@ -5,7 +5,7 @@ measured constants ``target.costs`` (see ``morello.costs``).
 """
 from __future__ import annotations
 
-from morello.cost import move_cost, side_by_side_surcharge, stream_cost
+from morello.cost import move_cost, run_bytes, run_cost, side_by_side_surcharge, stream_cost
 from morello.dtypes import Dtype
 from morello.kernels import stream
 from morello.kernels.base import (
@@ -818,8 +818,9 @@ def _stream_store_cost(s: Spec, t: Target) -> int:
     # in main memory (which loops over tiles may discount: ``tile.stream_discount``).
     # The lines in main memory are the parent Move's, paid once: no read first, no
     # write-back (``cost.writeback_cost``).
+    dst = s.operands[1]
     return (2 * t.costs.vector_move * -(-s.volume // 8) + move_cost(s.operands[0], t)
-            + t.costs.gl_run * s.operands[1].blocks)
+            + run_cost(run_bytes(dst), t) * dst.blocks)
 
 
 def _div_stream_check(spec: Spec, target: Target) -> Reason:
