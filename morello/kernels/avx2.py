@@ -798,19 +798,29 @@ def _stream_store_check(spec: Spec, target: Target) -> Reason:
     return None
 
 
-def _stream_store_emit(w, spec, ops, vt) -> None:
-    """Vector loads from the L1 buffer, non-temporal stores to main memory (32-byte
-    aligned: the first elements up to that alignment, and the tail, by scalar stores).
-    The emitter fences them (``Kernel.nontemporal``)."""
-    src, dst = ops
-    n = spec.volume
+def _stream_loop_emit(w, src, dst, n: int, setup: tuple[str, ...], vector: str,
+                      scalar: str) -> None:
+    """``d[i] = f(s[i])`` over n floats, stored to main memory by non-temporal stores of
+    ``vector`` (an expression of ``v``, the 8 floats at ``s + i``); the elements before
+    32-byte alignment and the tail by ``scalar`` (of ``s[i]``). The emitter fences the
+    stores (``Kernel.nontemporal``)."""
     with w.block("{"):
         w.line(f"const float *restrict s = {src.ptr(0)};")
         w.line(f"float *restrict d = {dst.ptr(0)};")
+        for line in setup:
+            w.line(line)
         w.line("long i = 0;")
-        w.line(f"for (; i < {n} && ((uintptr_t)(d + i) & 31); i++) d[i] = s[i];")
-        w.line(f"for (; i + 8 <= {n}; i += 8) _mm256_stream_ps(d + i, _mm256_loadu_ps(s + i));")
-        w.line(f"for (; i < {n}; i++) d[i] = s[i];")
+        w.line(f"for (; i < {n} && ((uintptr_t)(d + i) & 31); i++) d[i] = {scalar};")
+        with w.block(f"for (; i + 8 <= {n}; i += 8) {{"):
+            w.line("const __m256 v = _mm256_loadu_ps(s + i);")
+            w.line(f"_mm256_stream_ps(d + i, {vector});")
+        w.line(f"for (; i < {n}; i++) d[i] = {scalar};")
+
+
+def _stream_store_emit(w, spec, ops, vt) -> None:
+    """An L1 buffer copied to main memory past the caches."""
+    src, dst = ops
+    _stream_loop_emit(w, src, dst, spec.volume, (), "v", "s[i]")
 
 
 def _stream_store_cost(s: Spec, t: Target) -> int:
@@ -832,21 +842,12 @@ def _div_stream_check(spec: Spec, target: Target) -> Reason:
 
 
 def _div_stream_emit(w, spec, ops, vt) -> None:
-    """src * (1 / denom) stored to main memory by non-temporal stores (32-byte aligned:
-    the elements before that alignment, and the tail, by scalar stores). The emitter
-    fences them (``Kernel.nontemporal``)."""
+    """src * (1 / denom) stored to main memory past the caches."""
     den, src, dst = ops
-    n = spec.volume
-    with w.block("{"):
-        w.line(f"const float *restrict s = {src.ptr(0)};")
-        w.line(f"float *restrict d = {dst.ptr(0)};")
-        w.line(f"const float inv = 1.0f / {den.lval()};")
-        w.line("const __m256 iv = _mm256_set1_ps(inv);")
-        w.line("long i = 0;")
-        w.line(f"for (; i < {n} && ((uintptr_t)(d + i) & 31); i++) d[i] = s[i] * inv;")
-        w.line(f"for (; i + 8 <= {n}; i += 8) "
-               "_mm256_stream_ps(d + i, _mm256_mul_ps(_mm256_loadu_ps(s + i), iv));")
-        w.line(f"for (; i < {n}; i++) d[i] = s[i] * inv;")
+    _stream_loop_emit(w, src, dst, spec.volume,
+                      (f"const float inv = 1.0f / {den.lval()};",
+                       "const __m256 iv = _mm256_set1_ps(inv);"),
+                      "_mm256_mul_ps(v, iv)", "s[i] * inv")
 
 
 def _div_stream_cost(s: Spec, t: Target) -> int:

@@ -584,14 +584,18 @@ def _online_cost(v: Width):
 
 
 def _div_scalar_emit(v: Width):
+    """DivReduced (``denom, dst``: in place) and DivReducedInto (``denom, src, dst``)."""
     def emit(w, spec, ops, vt) -> None:
-        den, dst = ops
+        den, src, dst = ops[0], ops[1], ops[-1]
+        in_place = len(ops) == 2
         with w.block("{"):
-            w.line(f"float *restrict p1 = {dst.ptr(0)};")
+            w.line(f"{'' if in_place else 'const '}float *restrict p1 = {src.ptr(0)};")
+            if not in_place:
+                w.line(f"float *restrict p2 = {dst.ptr(0)};")
             w.line(f"const float inv = 1.0f / {den.lval()};")
             if spec.volume >= v.lanes:
                 w.line(f"const {v.reg} iv = {v.set1('inv')};")
-            _stream_emit(w, v, spec.volume, ["p1"], "p1",
+            _stream_emit(w, v, spec.volume, ["p1"], "p1" if in_place else "p2",
                          lambda x: f"{v.op('mul')}({x[0]}, iv)", lambda x: f"{x[0]} * inv")
     return emit
 
@@ -611,20 +615,6 @@ def _div_into_l1_check(spec: Spec, target: Target) -> Reason:
     if reason := div_into_check(spec, target):
         return reason
     return None if spec.operands[2].level is Level.L1 else "dst must be in L1"
-
-
-def _div_into_emit(v: Width):
-    def emit(w, spec, ops, vt) -> None:
-        den, src, dst = ops
-        with w.block("{"):
-            w.line(f"const float *restrict p1 = {src.ptr(0)};")
-            w.line(f"float *restrict p2 = {dst.ptr(0)};")
-            w.line(f"const float inv = 1.0f / {den.lval()};")
-            if spec.volume >= v.lanes:
-                w.line(f"const {v.reg} iv = {v.set1('inv')};")
-            _stream_emit(w, v, spec.volume, ["p1"], "p2",
-                         lambda x: f"{v.op('mul')}({x[0]}, iv)", lambda x: f"{x[0]} * inv")
-    return emit
 
 
 def rows(v: Width) -> tuple[Kernel, ...]:
@@ -703,6 +693,6 @@ def rows(v: Width) -> tuple[Kernel, ...]:
                _div_into_l1_check,
                lambda s, t: (pass_cost(s.volume, t, 2, 1, lanes=v.lanes) + t.costs.scalar_op
                              + io_cost(s, t)), 1,
-               _div_into_emit(v), "dst = src * (1 / denom), contiguous L1 rows",
+               _div_scalar_emit(v), "dst = src * (1 / denom), contiguous L1 rows",
                levels=(RL, L1, L1)),
     )
