@@ -143,3 +143,22 @@ def test_storing_a_buffer_out_never_costs_less_than_nothing():
         assert sol is not None and sol.cost.main > 0
     program = morello.synthesize(morello.relu(64, 4096), target=SMALL_LLC, db=False)
     assert all(node.cost.main >= 0 for node in program.impl.walk())
+
+
+def test_two_buffers_in_l1_are_one_allocation_for_the_dp():
+    """Decompose's row and denominator both in L1 are subtracted from the limits at once,
+    as the DP subtracts ``own``: subtracted one after the other (each rounded down to a
+    power of two) the children got less L1 than the DP assumed, and the DP's answer had
+    no program (found by the exhaustive-search property, in DRAM)."""
+    from morello.layouts import Layout
+    from morello.memory import MemoryLimits
+    from morello.reference_dp import exhaustive_main_cost
+    from morello.search import Engine
+    from morello.specs import PrimKind, Spec
+    from morello.tensorspec import TensorSpec
+
+    t = TensorSpec((1,), morello.dtypes.Dtype.F32, Level.L2, Layout(()), 0)
+    spec = Spec(PrimKind.SOFTMAX, (1,), (t, t), False, MemoryLimits((0, 3, 4, 0, 0)), (0,))
+    dram = AVX2.in_dram()
+    sol, _ = Engine(dram).solve(spec)
+    assert sol is not None and sol.cost.main == exhaustive_main_cost(spec, dram)

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from morello.cost import own_units
 from morello.memory import Level, Target
 from morello.nodes import NEW, NEW2, Block
-from morello.rewrites.base import BUFFER_LEVELS, Expansion, allocate, new_buffer
+from morello.rewrites.base import BUFFER_LEVELS, Expansion, new_buffer
 from morello.specs import PrimKind, Spec, operand_shapes
 
 # kind -> its decompositions, each a tuple of steps: (kind of the step, its operands as
@@ -121,27 +121,29 @@ class Decompose:
             return None
         new = None
         units, limits = 0, spec.limits
+        row = self.row_buffer(spec)
+        # Only where its output is stored past the caches (in cache it is a copy).
+        if row is not None and not target.gl_in_dram:
+            return None
         if not self.allocates(spec):
             if self.level is not BUFFER_LEVELS[0]:
                 return None  # one action, not one per level
         else:
             new = self.buffer(spec)
-            fits = None if new is None else allocate(spec, new, target)
-            if fits is None:
+            if new is None:
                 return None
-            units, limits = fits
-        own = own_units(self.level, units)
-        row = self.row_buffer(spec)
+            units = 0 if new.level is Level.GL else new.units(target)
+        own = list(own_units(self.level, units))
         if row is not None:
-            # Only where its output is stored past the caches (in cache it is a copy).
-            if not target.gl_in_dram:
-                return None
-            row_units = row.units(target)
-            left = limits.subtract(Level.L1, row_units)
-            if left is None:
-                return None
-            limits = left
-            own = tuple(u + (row_units if lvl == Level.L1 else 0) for lvl, u in enumerate(own))
+            own[Level.L1] += row.units(target)
+        # Each level's units subtracted at once, as the DP subtracts ``own``: two buffers in
+        # L1 subtracted one after the other would round the limit down twice.
+        for lvl, u in enumerate(own):
+            if u:
+                left = limits.subtract(Level(lvl), u)
+                if left is None:
+                    return None
+                limits = left
         children = []
         for step in steps:
             kind, args = step[0], step[1]
@@ -159,7 +161,7 @@ class Decompose:
                     raise AssertionError(f"{kind.title} operand shapes {want}")
                 return None  # a row without a buffer applies where shapes fit
             children.append(Spec(kind, shape, ops, spec.serial_only, limits, params))
-        return Expansion(tuple(children), (1,) * len(children), 0, own)
+        return Expansion(tuple(children), (1,) * len(children), 0, tuple(own))
 
     def apply(self, spec: Spec, target: Target) -> Block:
         new = self.buffer(spec) if self.allocates(spec) else None
