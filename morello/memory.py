@@ -75,11 +75,11 @@ DESTINATIONS = {
 # weight rows side by side: DotProductLoop rather than DotProductRows.)
 # gl_line_parallel is net of its runs' starts since gl_ramp came (the model charges them
 # apart): 162 - (404 + 1130) / 64 = 138.
-# gl_ramp (what a run of a page or longer costs to start beyond gl_run, `cal_rows`; shorter
-# runs pay their share) was not
-# measured there: 1130 is derived from that host's x.W kernel timed over column blocks of
-# 4096 and 16384 (1.09-1.13x for the longer runs at 4.0 ms: about 65 ns a run start,
-# less gl_run's 17 ns). `cal_rows` measured 1660-2010 on a Zen 3 host (3 runs).
+# gl_ramp (what a run of a page or longer costs to start beyond gl_run, shorter runs their
+# share; `cal_rows`) was not measured there: 1130 is derived from that host's x.W kernel
+# timed over column blocks of 4096 and 16384 (1.09-1.13x for the longer runs at 4.0 ms:
+# about 65 ns a run start, less gl_run's 17 ns). `cal_rows` measured 1660-2010 on a Zen 3
+# host (3 runs).
 AVX2_COSTS = CostConstants(
     l1_line=10, l2_line=17, gl_line=125, gl_line_parallel=138, gl_run=404, gl_ramp=1130,
     strided_factor=4,
@@ -113,10 +113,10 @@ class Target:
         """This target for a problem whose main-memory operands exceed the last-level
         cache (``needs_dram``): every line written to main memory then costs its write-back
         too, and kernels may store past the caches (non-temporal stores), which costs no
-        read of the line first. A softmax of 4096x4096 (64 MiB in, 64 MiB out) ran 1.22x
-        faster so on a Zen 3 host (relu and add 1.21-1.39x), but stored so a 4 MiB
-        softmax (in L3) ran 0.94-0.97x, 0.73x on a Zen 4 host: so it is a variant of the
-        target (named ``...-dram``, with results of its own), chosen by the size of the
+        read of the line first. With such stores a softmax of 4096x4096 (64 MiB in, 64 MiB
+        out) ran 1.22x faster on a Zen 3 host (relu and add 1.21-1.39x), but a 4 MiB
+        softmax (in L3) 0.94-0.97x as fast, 0.73x on a Zen 4 host: so it is a variant of
+        the target (named ``...-dram``, with results of its own), chosen by the size of the
         problem, not a choice every Spec could make."""
         if self.gl_in_dram:
             return self
@@ -248,11 +248,10 @@ def target_named(name: str) -> Target:
             from None
 
 
-def calibration_source(name: str, calibration: str | None = None) -> str:
-    """Which cost constants ``parse_target(name, calibration=calibration)`` takes, in
-    words: a calibration file's path, or the built-in ones (measured on a Zen 4 host:
-    other hosts may rank programs differently, and ``morello calibrate`` fits them; on a
-    Zen 3 host that made gemma's bf16 matvec 1.13-1.38x faster)."""
+def calibration_choice(name: str, calibration: str | None = None) -> str:
+    """The cost constants ``parse_target`` takes for target ``name``: ``calibration`` if
+    given (``"builtin"`` or a calibration file's path), else ``$MORELLO_CALIBRATION`` if
+    set, else the file ``morello calibrate`` writes if it exists, else ``"builtin"``."""
     import os
 
     from morello import costs as costsmod
@@ -262,10 +261,18 @@ def calibration_source(name: str, calibration: str | None = None) -> str:
     if calibration is None:
         path = costsmod.default_path(target_named(name).name)
         calibration = str(path) if path.exists() else "builtin"
-    if calibration == "builtin":
+    return calibration
+
+
+def calibration_source(name: str, calibration: str | None = None) -> str:
+    """``calibration_choice`` in words, for reports: the built-in constants were measured
+    on a Zen 4 host; other hosts may rank programs differently, and ``morello calibrate``
+    fits them (on a Zen 3 host that made gemma's bf16 matvec 1.13-1.38x faster)."""
+    choice = calibration_choice(name, calibration)
+    if choice == "builtin":
         return ("built-in cost constants (a Zen 4 host's; `morello calibrate` fits them to "
                 "this one)")
-    return f"cost constants of {calibration}"
+    return f"cost constants of {choice}"
 
 
 def parse_target(name: str, threads: int = 1, calibration: str | None = None) -> Target:
@@ -280,7 +287,6 @@ def parse_target(name: str, threads: int = 1, calibration: str | None = None) ->
     costs depend on the processor count, so its results live in their own database. So do
     results under other constants: ``Target.db_key`` includes their fingerprint.
     """
-    import os
     from pathlib import Path
 
     from morello import costs as costsmod
@@ -288,11 +294,7 @@ def parse_target(name: str, threads: int = 1, calibration: str | None = None) ->
 
     base = target_named(name)
     check_threads(threads)
-    if calibration is None:
-        calibration = os.environ.get("MORELLO_CALIBRATION") or None
-    if calibration is None:
-        path = costsmod.default_path(base.name)
-        calibration = str(path) if path.exists() else "builtin"
+    calibration = calibration_choice(base.name, calibration)
     tgt = base
     if calibration != "builtin":
         consts = costsmod.load(Path(calibration), base.name)
