@@ -126,15 +126,22 @@ double cal_read(long bytes, long stride, long passes) {
  * One stream is a plain sequential read. The buffer is written once, then read `passes`
  * times: the best pass counts (a kernel called in a loop reads its weights the same way,
  * from wherever they stay). */
-double cal_streams(long bytes, long streams, long run, long passes) {
-    /* Allocated as numpy allocates a large array (huge pages asked for, where the kernel
-     * has them on request): a kernel's weights are such arrays. With 4 KiB pages the
-     * TLB misses slowed the sequential read to the side-by-side one here. */
+/* A buffer of `bytes`, written once, allocated as numpy allocates a large array (huge
+ * pages asked for, where the kernel has them on request): a kernel's weights are such
+ * arrays. With 4 KiB pages the TLB misses slowed the sequential read to the side-by-side
+ * one here. NULL if it cannot be allocated. */
+static void *huge_buffer(long bytes) {
     long huge = 2L << 20;
-    float *buf = aligned_alloc(huge, (bytes + huge - 1) / huge * huge);
-    if (buf == NULL) return -1.0;
+    void *buf = aligned_alloc(huge, (bytes + huge - 1) / huge * huge);
+    if (buf == NULL) return NULL;
     madvise(buf, (bytes + huge - 1) / huge * huge, MADV_HUGEPAGE);
     memset(buf, 1, bytes);
+    return buf;
+}
+
+double cal_streams(long bytes, long streams, long run, long passes) {
+    float *buf = huge_buffer(bytes);
+    if (buf == NULL) return -1.0;
     long lines = run / 64, groups = bytes / (run * streams);
     /* Four independent sums (two per run, runs taken in pairs): the adds never hold
      * back the loads. */
@@ -177,11 +184,8 @@ double cal_streams(long bytes, long streams, long run, long passes) {
  * against `block` == `row`, what the start of a long run costs (``gl_ramp``). Huge pages,
  * best of `passes`. */
 double cal_rows(long bytes, long row, long streams, long block, long passes) {
-    long huge = 2L << 20;
-    char *buf = aligned_alloc(huge, (bytes + huge - 1) / huge * huge);
+    char *buf = huge_buffer(bytes);
     if (buf == NULL) return -1.0;
-    madvise(buf, (bytes + huge - 1) / huge * huge, MADV_HUGEPAGE);
-    memset(buf, 1, bytes);
     long rows = bytes / row;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0;
     double best = 1e30;
@@ -414,7 +418,7 @@ def measure(target: Target, progress=None, quick: bool = False) -> dict:
     say("calibrate: strided main memory (4 KiB stride)")
     ns["gl_line_strided"] = _best(lib.cal_read, big, 4096, 1, repeats=3)
     say(f"calibrate: rows read {target.prefetch_streams} side by side, in blocks")
-    # x.W's order over rows of 32 KiB (2048 bf16 weights... a row of a 16384-wide W), 8 KiB
+    # x.W's order over rows of 32 KiB (16384 bf16 weights, a row of the paper's W), 8 KiB
     # of each row at a time against all of it: the extra time per extra run start.
     rows = big // ROW_BYTES
     short = _best(lib.cal_rows, big, ROW_BYTES, target.prefetch_streams, ROW_BYTES // 4, 1,
