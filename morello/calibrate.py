@@ -415,6 +415,10 @@ def measure(target: Target, progress=None, quick: bool = False) -> dict:
                               repeats=3)
     ns["stream_one"] = _best(lib.cal_streams, big, 1, STREAM_RUN, 1, repeats=3)
     ns["gl_line_parallel"] = ns["gl_line"] * ns["stream_runs"] / ns["stream_one"]
+    say(f"calibrate: {target.prefetch_streams} long runs side by side")
+    ns["stream_long"] = _best(lib.cal_streams, big, target.prefetch_streams,
+                              big // target.prefetch_streams, 1, repeats=3)
+    ns["gl_line_streams"] = ns["gl_line"] * ns["stream_long"] / ns["stream_one"]
     say("calibrate: strided main memory (4 KiB stride)")
     ns["gl_line_strided"] = _best(lib.cal_read, big, 4096, 1, repeats=3)
     say(f"calibrate: rows read {target.prefetch_streams} side by side, in blocks")
@@ -461,6 +465,7 @@ def fit(ns: dict) -> CostConstants:
         # model charges apart (``cost.run_cost``): the line alone is the rest.
         gl_line_parallel=max(l1 + 1, round(u(ns["gl_line_parallel"])
                                            - (run + ramp) * 64 / STREAM_RUN)),
+        gl_line_streams=max(l1 + 1, round(u(ns["gl_line_streams"]))),
         gl_run=run,
         gl_ramp=ramp,
         strided_factor=max(1, round(ns["gl_line_strided"] / ns["gl_line"])),

@@ -38,6 +38,8 @@ class CostConstants:
     gl_line: int          # touch one line of main memory, streamed (one stream)
     gl_line_parallel: int  # the same, read as one of target.prefetch_streams runs of a page
                            # side by side (above gl_line where that is slower)
+    gl_line_streams: int  # the same, as one of target.prefetch_streams long runs (of MiBs)
+                          # side by side, each continuing where it left off
     gl_run: int           # start a new contiguous run in main memory (prefetch lost)
     gl_ramp: int          # more for a run of a page or longer: the prefetchers ramp up again
     strided_factor: int   # L1 lines of a non-contiguous tensor cost this many times more
@@ -63,6 +65,9 @@ class CostConstants:
             # Calibrations before the stream term: lines cost the same however many
             # runs are read at once (the model they were searched under).
             d = {**d, "gl_line_parallel": d["gl_line"]}
+        if "gl_line_streams" not in d and isinstance(d.get("gl_line_parallel"), int):
+            # Calibrations before long runs side by side: they cost as page-long ones.
+            d = {**d, "gl_line_streams": d["gl_line_parallel"]}
         if "gl_ramp" not in d:
             # Calibrations before the ramp term: a long run starts as a short one does.
             d = {**d, "gl_ramp": 0}

@@ -80,8 +80,12 @@ DESTINATIONS = {
 # timed over column blocks of 4096 and 16384 (1.09-1.13x for the longer runs at 4.0 ms:
 # about 65 ns a run start, less gl_run's 17 ns). `cal_rows` measured 1660-2010 on a Zen 3
 # host (3 runs).
+# gl_line_streams (a line read as one of 8 runs of 32 MiB side by side, `cal_streams`) is
+# that host's 0.86x the time per line of one run, measured on 2026-12-03 with
+# gl_line_parallel: 0.86 * 125 = 108. (A Zen 3 host: 0.6-0.7x.)
 AVX2_COSTS = CostConstants(
-    l1_line=10, l2_line=17, gl_line=125, gl_line_parallel=138, gl_run=404, gl_ramp=1130,
+    l1_line=10, l2_line=17, gl_line=125, gl_line_parallel=138, gl_line_streams=108,
+    gl_run=404, gl_ramp=1130,
     strided_factor=4,
     fma=4, broadcast=5,
     vector_move=9, scalar_op=1, hsum=172, parallel_setup=23_940, parallel_iter=12,

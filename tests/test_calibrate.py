@@ -13,7 +13,7 @@ from morello.errors import MorelloError
 from morello.memory import AVX2, parse_target
 
 NS = {"fma": 0.2, "l1_line": 0.4, "l2_line": 1.0, "gl_line": 6.0, "gl_line_parallel": 4.0,
-      "gl_line_strided": 24.0, "run_restart": 78.0,
+      "gl_line_streams": 3.6, "gl_line_strided": 24.0, "run_restart": 78.0,
       "vector_move": 0.35, "broadcast": 0.4, "tile_4x16_step": 2.4, "tile_6x16_step": 3.0,
       "scalar_madd": 1.6, "hsum": 8.0, "parallel_setup": 2000.0, "parallel_iter": 0.6}
 
@@ -23,7 +23,8 @@ def test_fit_converts_nanoseconds_to_fma_units():
     # One unit is a quarter of the 0.2 ns FMA: 0.05 ns.
     assert c == CostConstants(
         l1_line=8, l2_line=20, gl_line=120,
-        gl_line_parallel=round(80 - (360 + (78 - 18) * 20) * 64 / 4096), gl_run=360,
+        gl_line_parallel=round(80 - (360 + (78 - 18) * 20) * 64 / 4096), gl_line_streams=72,
+        gl_run=360,
         gl_ramp=(78 - 18) * 20, strided_factor=4, fma=4,
         broadcast=8, vector_move=7,
         scalar_op=32 - 3 * 8, hsum=160, parallel_setup=40_000, parallel_iter=12)
@@ -62,6 +63,13 @@ def test_calibration_without_the_stream_term_prices_every_line_alike():
     assert c.gl_line_parallel == c.gl_line == 120
     # Side by side may be slower than one stream (pages of weight rows on a Zen 4 host).
     assert CostConstants.from_json(d | {"gl_line_parallel": 160}).gl_line_parallel == 160
+
+
+def test_calibration_without_long_runs_prices_them_as_page_runs():
+    d = fit(NS).to_json()
+    del d["gl_line_streams"]
+    c = CostConstants.from_json(d)
+    assert c.gl_line_streams == c.gl_line_parallel == fit(NS).gl_line_parallel
 
 
 def test_negative_constant_is_refused(tmp_path):

@@ -60,19 +60,20 @@ def _calibration(tmp_path, **changes) -> str:
 
 @pytest.mark.isa("avx2")
 @pytest.mark.parametrize("dtype", ["bf16", "f32"])
-@pytest.mark.parametrize("parallel, kernel", [(162, "DotProductRows"),
-                                              (88, "DotProductLoop")])
+@pytest.mark.parametrize("parallel, streams, kernel", [(250, 250, "DotProductRows"),
+                                                       (162, 108, "DotProductStripes"),
+                                                       (88, 88, "DotProductStripes")])
 @pytest.mark.parametrize("k, n", [(2048, 4096), (1024, 8192)])
 def test_gemma_matvec_reads_rows_in_turn_or_side_by_side_as_calibrated(
-        tmp_path, dtype, parallel, kernel, k, n):
-    """gemma's orientation from main memory: where 8 weight rows read side by side cost
-    more per line than one (``gl_line_parallel`` above ``gl_line``, as measured on a Zen 4
-    host), the search reads the rows one after another (DotProductRows); where they cost
-    less, side by side (DotProductLoop). Either way the program matches numpy. With 1024
-    columns a tile of 4 rows fits L1 as a view: the side-by-side read of the view is
-    charged to the kernel (``side_by_side_surcharge``), else the search took that (3x
-    slower here than rows in turn)."""
-    cal = _calibration(tmp_path, gl_line_parallel=parallel)
+        tmp_path, dtype, parallel, streams, kernel, k, n):
+    """gemma's orientation from main memory: where weight rows read side by side cost
+    twice as much per line as one stream, as page-long runs (``gl_line_parallel``) and as
+    long ones (``gl_line_streams``), the search reads the rows one after another
+    (DotProductRows); where long runs side by side cost less (0.86x on a Zen 4 host), it
+    reads 8 stripes of rows side by side (DotProductStripes), as it does where any side
+    by side read is cheaper. (Slightly dearer lines do not outweigh the fewer loads and
+    shifts per weight of the stripes.) Either way the program matches numpy."""
+    cal = _calibration(tmp_path, gl_line_parallel=parallel, gl_line_streams=streams)
     prog = morello.synthesize(morello.matmul(1, k, n, dtypes=("f32", dtype, "f32"),
                                              rhs_layout="cm"), db=False, calibration=cal)
     assert kernel in _kernels(prog), prog.impl.pformat()
@@ -83,6 +84,35 @@ def test_gemma_matvec_reads_rows_in_turn_or_side_by_side_as_calibrated(
                                           else np.float32)
     want = x @ w.astype(np.float32).T
     np.testing.assert_allclose(fn(x, w.T), want, rtol=1e-4, atol=1e-5 * k)
+
+
+@pytest.mark.isa("avx2")
+@pytest.mark.parametrize("k, n", [(16, 16), (64, 24), (4096, 64), (96, 136)])
+def test_dot_stripes_kernel_matches_numpy(k, n):
+    """DotProductStripes alone, scheduled by hand over a whole [1,k]x[k,n]: 8 stripes of
+    n/8 columns (one, three, eight or seventeen a stripe), k down to one step and at its
+    limit, the 8 sums stored to columns n/8 apart."""
+    from morello import Move, Select, ToAccum, schedule
+    from morello.memory import Level as Lv
+
+    for dtype in ("bf16", "f32"):
+        spec = morello.matmul(1, k, n, dtypes=("f32", dtype, "f32"), rhs_layout="cm")
+        prog = schedule(spec, [Move(0, Lv.L1), Move(2, Lv.L1), ToAccum(), None,
+                               Select("DotProductStripes")])
+        assert "DotProductStripes" in _kernels(prog), prog.impl.pformat()
+        ok, err = prog.verify(prog.compile())
+        assert ok, err
+
+
+def test_dot_stripes_takes_whole_columns_only():
+    """Each stripe is one run of memory only when the columns are whole and adjacent."""
+    from morello import Move, Select, Split, ToAccum, schedule
+    from morello.errors import RewriteError
+
+    spec = morello.matmul(1, 8192, 64, dtypes=("f32", "bf16", "f32"), rhs_layout="cm")
+    head = [Move(2, Level.L1), ToAccum(), None, Split(4096), Move(0, Level.L1)]
+    with pytest.raises(RewriteError, match="DotProductStripes does not apply"):
+        schedule(spec, head + [Select("DotProductStripes")])
 
 
 @pytest.mark.isa("avx2")

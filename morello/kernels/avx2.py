@@ -5,7 +5,14 @@ measured constants ``target.costs`` (see ``morello.costs``).
 """
 from __future__ import annotations
 
-from morello.cost import move_cost, run_bytes, run_cost, side_by_side_surcharge, stream_cost
+from morello.cost import (
+    move_cost,
+    run_bytes,
+    run_cost,
+    side_by_side_surcharge,
+    stream_cost,
+    stripes_read_cost,
+)
 from morello.dtypes import Dtype
 from morello.kernels import stream
 from morello.kernels.base import (
@@ -349,15 +356,7 @@ def _rows_emit(w, spec, ops, vt) -> None:
     j = Affine.var(Var("j", n))
     with w.block("{"):
         if bf16:
-            w.line(f"_Alignas(32) float xs[{k}];")
-            with w.block(f"for (long q = 0; q < {k}; q += 16) {{"):
-                w.line(f"const __m256 l = _mm256_loadu_ps({lhs.ptr('q')}), "
-                       f"h = _mm256_loadu_ps({lhs.ptr('q + 8')});")
-                for off, imm in ((0, "0x88"), (8, "0xDD")):
-                    w.line(f"_mm256_store_ps(xs + q + {off}, _mm256_castpd_ps("
-                           f"_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps("
-                           f"l, h, {imm})), 0xD8)));")
-            w.line("const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);")
+            _split_x(w, lhs, k)
         with w.block(f"for (long j = 0; j < {n}; j++) {{"):
             w.line(f"const {rhs.spec.dtype.c_type} *restrict col = "
                    f"{rhs.at((0, 0, j)).ptr(0)};")
@@ -380,6 +379,114 @@ def _rows_emit(w, spec, ops, vt) -> None:
             dst = out.lval() if n == 1 else out.at((0, 0, j)).lval()
             w.line(f"{dst} += morello_hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), "
                    "_mm256_add_ps(a2, a3)));")
+
+
+def _split_x(w, lhs, k: int) -> None:
+    """x copied to the stack as its even elements, then its odd ones, per 16 (``xs``), and
+    the mask of a lane's high half (``hi``): each 32-bit lane of 16 loaded bf16 then
+    widens to its even element by a shift and to its odd one by the mask."""
+    w.line(f"_Alignas(32) float xs[{k}];")
+    with w.block(f"for (long q = 0; q < {k}; q += 16) {{"):
+        w.line(f"const __m256 l = _mm256_loadu_ps({lhs.ptr('q')}), "
+               f"h = _mm256_loadu_ps({lhs.ptr('q + 8')});")
+        for off, imm in ((0, "0x88"), (8, "0xDD")):
+            w.line(f"_mm256_store_ps(xs + q + {off}, _mm256_castpd_ps("
+                   f"_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps("
+                   f"l, h, {imm})), 0xD8)));")
+    w.line("const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);")
+
+
+# Columns DotProductStripes reads side by side, each from its own stripe of the columns.
+STRIPES = 8
+
+
+def stripes_check(spec: Spec, target: Target) -> Reason:
+    lhs, rhs, out = spec.operands
+    b, m, k, n = spec.shape
+    if (b, m) != (1, 1) or k % 16 or k > ROWS_MAX_K or n % STRIPES or n < 2 * STRIPES:
+        return (f"needs a [1,1,k]x[1,k,n] product, k a multiple of 16 up to {ROWS_MAX_K}, "
+                f"n a multiple of {STRIPES} from {2 * STRIPES}")
+    if lhs.level is not Level.L1 or not lhs.contiguous or lhs.dtype is not Dtype.F32:
+        return "lhs must be contiguous f32 in L1"
+    if rhs.level.counts_registers or rhs.dtype not in (Dtype.F32, Dtype.BF16):
+        return "rhs must be f32 or bf16 in memory"
+    # Each stripe is one run only if the columns are whole and adjacent.
+    if rhs.stream_dim != 1 or not rhs.contiguous:
+        return "rhs must be whole contiguous columns"
+    if out.dtype is not Dtype.F32 or out.level not in (Level.L1, Level.L2) \
+            or not out.contiguous:
+        return "out must be a contiguous f32 row in L1 or L2"
+    return None
+
+
+def _stripes_emit(w, spec, ops, vt) -> None:
+    """The columns cut into 8 stripes of n/8 adjacent columns, the j-th column of every
+    stripe dotted with x at once, one accumulator each: 8 long runs of memory read side
+    by side, each continuing where the last step left it. For bf16, x split as in
+    DotProductRows."""
+    from morello.codegen.affine import Affine, Var
+
+    lhs, rhs, out = ops
+    k, n = spec.shape[2], spec.shape[3]
+    s = n // STRIPES
+    bf16 = rhs.spec.dtype is Dtype.BF16
+    j = Affine.var(Var("j", s))
+    with w.block("{"):
+        if bf16:
+            _split_x(w, lhs, k)
+        with w.block(f"for (long j = 0; j < {s}; j++) {{"):
+            for r in range(STRIPES):
+                w.line(f"const {rhs.spec.dtype.c_type} *restrict c{r} = "
+                       f"{rhs.at((0, 0, j + r * s)).ptr(0)};")
+                w.line(f"__m256 a{r} = _mm256_setzero_ps();")
+            step = 16 if bf16 else 8
+            with w.block(f"for (long q = 0; q < {k}; q += {step}) {{"):
+                if bf16:
+                    w.line("const __m256 xe = _mm256_load_ps(xs + q), "
+                           "xo = _mm256_load_ps(xs + q + 8);")
+                else:
+                    w.line(f"const __m256 x = _mm256_loadu_ps({lhs.ptr('q')});")
+                for r in range(STRIPES):
+                    if bf16:
+                        w.line(f"const __m256i w{r} = _mm256_loadu_si256((const __m256i *)"
+                               f"(c{r} + q));")
+                        w.line(f"a{r} = _mm256_fmadd_ps(xe, _mm256_castsi256_ps("
+                               f"_mm256_slli_epi32(w{r}, 16)), a{r});")
+                        w.line(f"a{r} = _mm256_fmadd_ps(xo, _mm256_castsi256_ps("
+                               f"_mm256_and_si256(w{r}, hi)), a{r});")
+                    else:
+                        w.line(f"a{r} = _mm256_fmadd_ps(x, _mm256_loadu_ps(c{r} + q), a{r});")
+            # The 8 horizontal sums at once (hadd pairs, as DotProductLoop's 8 columns).
+            for r in range(0, STRIPES, 2):
+                w.line(f"const __m256 h{r} = _mm256_hadd_ps(a{r}, a{r + 1});")
+            w.line("const __m256 q0 = _mm256_hadd_ps(h0, h2), q4 = _mm256_hadd_ps(h4, h6);")
+            w.line("_Alignas(32) float sums[8];")
+            w.line("_mm256_store_ps(sums, _mm256_add_ps(_mm256_permute2f128_ps(q0, q4, 0x20), "
+                   "_mm256_permute2f128_ps(q0, q4, 0x31)));")
+            for r in range(STRIPES):
+                w.line(f"{out.at((0, 0, j + r * s)).lval()} += sums[{r}];")
+
+
+def _stripes_cost(s: Spec, t: Target) -> int:
+    k, n = s.shape[2], s.shape[3]
+    c = t.costs
+    rhs = s.operands[1]
+    # Per 16 of k (bf16) and column: a load, a shift and a mask (a vector move), two
+    # FMAs; x's two loads per 16 are shared by the 8 stripes; for f32 per 8 of k and
+    # column a load and an FMA, x's load shared. Then 8 sums per step of the stripes;
+    # for bf16 first x's split (as DotProductRows).
+    if rhs.dtype is Dtype.BF16:
+        per_col = (k // 16) * (2 * c.fma + 2 * c.vector_move)
+        per_step = (k // 16) * 2 * c.vector_move
+        split = (k // 16) * 8 * c.vector_move
+    else:
+        per_col = (k // 8) * (c.fma + c.vector_move)
+        per_step = (k // 8) * c.vector_move
+        split = 0
+    steps = n // STRIPES
+    compute = split + n * per_col + steps * (per_step + dot_sums_cost(STRIPES, t)
+                                             + STRIPES * c.scalar_op)
+    return compute + stripes_read_cost(rhs, t, STRIPES) + move_cost(s.operands[2], t)
 
 
 def _rows_cost(s: Spec, t: Target) -> int:
@@ -1054,6 +1161,13 @@ KERNELS: tuple[Kernel, ...] = (
            "dot products of a contiguous f32 row with f32 or bf16 columns, one column "
            "after another (the columns read in turn, not side by side)", unit_dims=(0, 1),
            levels=(L1, MEM, RL), dtypes=(F32, (Dtype.F32, Dtype.BF16), F32)),
+    # Not in the reference: long runs side by side, each a stripe of adjacent columns.
+    Kernel("DotProductStripes", PrimKind.MATMUL_ACCUM, stripes_check, _stripes_cost, 12,
+           _stripes_emit, f"dot products of a contiguous f32 row with f32 or bf16 columns, "
+           f"the columns cut into {STRIPES} stripes read side by side (long runs of memory, "
+           "where columns read in turn are one run and page-long columns side by side are "
+           "many)", unit_dims=(0, 1), levels=(L1, MEM, (Level.L1, Level.L2)),
+           dtypes=(F32, (Dtype.F32, Dtype.BF16), F32)),
     # Not in the reference (x . W there broadcasts x over widened rows in registers):
     # all of k over up to 64 columns, 8 accumulators, widened by shift and mask.
     Kernel("WidenAxpyLoop", PrimKind.MATMUL_ACCUM, _axpy_check, _axpy_cost, 12, _axpy_emit,
