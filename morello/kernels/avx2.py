@@ -398,16 +398,20 @@ def _split_x(w, lhs, k: int) -> None:
 
 # Columns DotProductStripes reads side by side, each from its own stripe of the columns.
 STRIPES = 8
+# The longest k it takes: its split copy of x (64 KiB on the stack) is read from L2, at
+# a line per 8 lines of weights.
+STRIPES_MAX_K = 16384
 
 
 def stripes_check(spec: Spec, target: Target) -> Reason:
     lhs, rhs, out = spec.operands
     b, m, k, n = spec.shape
-    if (b, m) != (1, 1) or k % 16 or k > ROWS_MAX_K or n % STRIPES or n < 2 * STRIPES:
-        return (f"needs a [1,1,k]x[1,k,n] product, k a multiple of 16 up to {ROWS_MAX_K}, "
+    if (b, m) != (1, 1) or k % 16 or k > STRIPES_MAX_K or n % STRIPES or n < 2 * STRIPES:
+        return (f"needs a [1,1,k]x[1,k,n] product, k a multiple of 16 up to {STRIPES_MAX_K}, "
                 f"n a multiple of {STRIPES} from {2 * STRIPES}")
-    if lhs.level is not Level.L1 or not lhs.contiguous or lhs.dtype is not Dtype.F32:
-        return "lhs must be contiguous f32 in L1"
+    if lhs.level not in (Level.L1, Level.L2) or not lhs.contiguous \
+            or lhs.dtype is not Dtype.F32:
+        return "lhs must be contiguous f32 in L1 or L2"
     if rhs.level.counts_registers or rhs.dtype not in (Dtype.F32, Dtype.BF16):
         return "rhs must be f32 or bf16 in memory"
     # Each stripe is one run only if the columns are whole and adjacent.
@@ -486,6 +490,11 @@ def _stripes_cost(s: Spec, t: Target) -> int:
     steps = n // STRIPES
     compute = split + n * per_col + steps * (per_step + dot_sums_cost(STRIPES, t)
                                              + STRIPES * c.scalar_op)
+    # x from L2: once for bf16 (into the split copy, which stays in L2 beside it), once a
+    # step for f32.
+    x = s.operands[0]
+    if x.level is Level.L2:
+        compute += move_cost(x, t) * (2 if rhs.dtype is Dtype.BF16 else steps)
     return compute + stripes_read_cost(rhs, t, STRIPES) + move_cost(s.operands[2], t)
 
 
@@ -1166,7 +1175,8 @@ KERNELS: tuple[Kernel, ...] = (
            _stripes_emit, f"dot products of a contiguous f32 row with f32 or bf16 columns, "
            f"the columns cut into {STRIPES} stripes read side by side (long runs of memory, "
            "where columns read in turn are one run and page-long columns side by side are "
-           "many)", unit_dims=(0, 1), levels=(L1, MEM, (Level.L1, Level.L2)),
+           "many)", unit_dims=(0, 1),
+           levels=((Level.L1, Level.L2), MEM, (Level.L1, Level.L2)),
            dtypes=(F32, (Dtype.F32, Dtype.BF16), F32)),
     # Not in the reference (x . W there broadcasts x over widened rows in registers):
     # all of k over up to 64 columns, 8 accumulators, widened by shift and mask.
