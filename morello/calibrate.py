@@ -378,6 +378,10 @@ ROW_BYTES = 32 << 10
 STREAM_RUN = 4096
 
 
+# Bytes read as ``cal_streams``'s long runs side by side (``gl_line_streams``).
+LONG_RUNS_BYTES = 64 << 20
+
+
 def stream_read_ns(lib, nbytes: int = 128 << 20) -> float:
     """Nanoseconds per line of one sequential read through ``nbytes`` on huge pages
     (``cal_streams`` with one run, the best of 3): main memory as a kernel meets numpy's
@@ -416,9 +420,15 @@ def measure(target: Target, progress=None, quick: bool = False) -> dict:
     ns["stream_one"] = _best(lib.cal_streams, big, 1, STREAM_RUN, 1, repeats=3)
     ns["gl_line_parallel"] = ns["gl_line"] * ns["stream_runs"] / ns["stream_one"]
     say(f"calibrate: {target.prefetch_streams} long runs side by side")
-    ns["stream_long"] = _best(lib.cal_streams, big, target.prefetch_streams,
-                              big // target.prefetch_streams, 1, repeats=3)
-    ns["gl_line_streams"] = ns["gl_line"] * ns["stream_long"] / ns["stream_one"]
+    # Over 64 MiB (the paper's bf16 matvec weights), so each run is a few MiB, as a
+    # matvec's stripes are: on a Zen 3 host 8 runs of 32 MiB read no faster than page
+    # runs, while 8 runs of 8 MiB took 0.74x the time per line of one run (as the
+    # kernels did: DotProductStripes 1.2-1.3x faster than 8 adjacent rows at once).
+    long_buf = min(big, LONG_RUNS_BYTES)
+    ns["stream_long"] = _best(lib.cal_streams, long_buf, target.prefetch_streams,
+                              long_buf // target.prefetch_streams, 3, repeats=3)
+    ns["stream_long_one"] = _best(lib.cal_streams, long_buf, 1, long_buf, 3, repeats=3)
+    ns["gl_line_streams"] = ns["gl_line"] * ns["stream_long"] / ns["stream_long_one"]
     say("calibrate: strided main memory (4 KiB stride)")
     ns["gl_line_strided"] = _best(lib.cal_read, big, 4096, 1, repeats=3)
     say(f"calibrate: rows read {target.prefetch_streams} side by side, in blocks")

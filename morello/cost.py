@@ -141,7 +141,7 @@ def stripes_read_cost(t: TensorSpec, target: Target, stripes: int) -> int:
     """What a kernel pays to read ``t`` (contiguous) as ``stripes`` equal runs side by
     side, each from its own part of ``t``: in main memory, a line of runs that long costs
     ``gl_line_streams`` (several long runs side by side: 0.86x a line of one run on a
-    Zen 4 host, 0.6-0.7x on a Zen 3 one), and page-long runs ``_stream_line``'s price, so
+    Zen 4 host, 0.70x on a Zen 3 one), and page-long runs ``_stream_line``'s price, so
     a run pays the difference in proportion to its page starts; each run its start. Out
     of main memory as ``stream_cost``, in L1 as ``side_by_side_surcharge``."""
     if t.level is Level.L1:

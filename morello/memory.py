@@ -82,7 +82,8 @@ DESTINATIONS = {
 # host (3 runs).
 # gl_line_streams (a line read as one of 8 runs of 32 MiB side by side, `cal_streams`) is
 # that host's 0.86x the time per line of one run, measured on 2026-12-03 with
-# gl_line_parallel: 0.86 * 125 = 108. (A Zen 3 host: 0.6-0.7x.)
+# gl_line_parallel: 0.86 * 125 = 108. (A Zen 3 host: 0.70x, as `calibrate` measures it now, over
+# runs of 8 MiB; runs of 32 MiB read no faster there than page-long ones.)
 AVX2_COSTS = CostConstants(
     l1_line=10, l2_line=17, gl_line=125, gl_line_parallel=138, gl_line_streams=108,
     gl_run=404, gl_ramp=1130,
