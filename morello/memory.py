@@ -71,8 +71,8 @@ DESTINATIONS = {
 # 1.30x the time per line of one run read alike (the median of 5 measurements, 1.24-1.32),
 # so 162 = 1.30 * gl_line. (2 runs side by side took 2.0-2.9x; 8 runs of 32 MiB each 0.86x.
 # An Intel Xeon host read 8 long runs at 0.53-0.77x; page runs were not measured there.
-# Where side by side is cheaper, `morello calibrate` says so, and the search then reads
-# weight rows side by side: DotProductLoop rather than DotProductRows.)
+# Where page runs side by side are cheaper, `morello calibrate` says so, and the search
+# may then read adjacent weight rows side by side: DotProductLoop.)
 # gl_line_parallel is net of its runs' starts since gl_ramp came (the model charges them
 # apart): 162 - (404 + 1130) / 64 = 138.
 # gl_ramp (what a run of a page or longer costs to start beyond gl_run, shorter runs their
