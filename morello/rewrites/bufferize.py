@@ -25,6 +25,12 @@ from morello.nodes import NEW, Block
 from morello.rewrites.base import BUFFER_LEVELS, Expansion, allocate, new_buffer
 from morello.specs import Spec, operand_shapes
 
+# Where a chain's intermediate may live: Decompose's levels, and L2, which holds an
+# intermediate too large for L1 that main memory would price as a round trip to memory
+# (attention 128x64's 64 KiB of scores: the unfused chain with them in L2 measured
+# 1.05x faster than the row tiles fused through L1 that the search took without it).
+LEVELS = (BUFFER_LEVELS[0], Level.L2, *BUFFER_LEVELS[1:])
+
 
 def _part(spec: Spec, lo: int, hi: int, ops, limits) -> Spec:
     ch = spec.kind
@@ -53,6 +59,11 @@ class Bufferize:
 
     def expand(self, spec: Spec, target: Target) -> Expansion | None:
         new = self.buffer(spec)
+        # L2 only for what L1 cannot hold (else each tile size of a chain offers both,
+        # and matmul+bias+relu 256^3 searched twice as long for nothing).
+        if new is not None and self.level is Level.L2 \
+                and new.units(target) <= target.capacity[Level.L1]:
+            return None
         fits = None if new is None else allocate(spec, new, target)
         if fits is None:
             return None
@@ -82,9 +93,9 @@ def bufferize_actions(spec: Spec, target: Target) -> list[Bufferize]:
     if not isinstance(ch, compose.Chain):
         return []
     return [Bufferize(i, level) for i in range(len(ch.components) - 1)
-            for level in BUFFER_LEVELS]
+            for level in LEVELS]
 
 
 def identity() -> list:
     """What action indices of bufferizing depend on (for the actions fingerprint)."""
-    return [lvl.name for lvl in BUFFER_LEVELS]
+    return [lvl.name for lvl in LEVELS]
