@@ -107,6 +107,18 @@ def test_bufferize_splits_at_each_intermediate():
     assert Bufferize(0, Level.RF).expand(spec, AVX2) is None  # 8×8 is not one element
 
 
+def test_intermediates_go_to_l2_only_when_l1_cannot_hold_them(db):
+    """An 8×8 intermediate fits L1, so L2 is not offered; attention 128×64's 128×128
+    scores do not, and held in L2 (both intermediates) the chain matches numpy."""
+    assert Bufferize(0, Level.L2).expand(morello.attention(8, 4), AVX2) is None
+    spec = morello.attention(128, 64)
+    inner, _ = Bufferize(1, Level.L2).expand(spec, AVX2).children
+    assert inner.output.level is Level.L2
+    prog = morello.schedule(spec, [Bufferize(0, Level.L2), Bufferize(0, Level.L2)], db=db)
+    ok, err = prog.verify()
+    assert ok, err
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.data())
 def test_dp_equals_exhaustive_search_on_tiny_chains(data):
