@@ -229,7 +229,7 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
             # program with 5 % more peak memory; of the contiguous panels of a packed B
             # too, the same programs at 200-1024^3 with 4 % more.)
             if level is Level.L2 and t.level is Level.GL \
-                    and t.units(target) > target.capacity[Level.L1] \
+                    and t.units(target) > _l1_room(t, target) \
                     and (i in info.l2_views or (i in info.l2_panels
                                                 and t.shape[-1] == target.l2_panel_cols
                                                 and not t.contiguous)
@@ -296,6 +296,14 @@ def _row_output(info, i: int, t: TensorSpec) -> bool:
     hold it, W is then read in runs of whole rows, y's tiles coming from L2 (1.15-1.18x at
     1x2048x16384 bf16, a Zen 3 host, against 4096-wide blocks of y in L1)."""
     return i in info.writes and info.row_dim is not None and t.volume == t.shape[-1]
+
+
+def _l1_room(t: TensorSpec, target: Target) -> int:
+    """Units of ``t`` above which an L2 view of it is offered: L1's capacity, or half of
+    it for one row (a matvec's x or y), which L1 holds only without the other (x and y of
+    1x8192x8192 are 32 KiB each: with neither in L2, gemma's stripes did not apply)."""
+    cap = target.capacity[Level.L1]
+    return cap // 2 if t.volume == t.shape[-1] else cap
 
 
 def _view_fits(t: TensorSpec, target: Target) -> bool:
