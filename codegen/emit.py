@@ -99,6 +99,10 @@ class OperandView:
         # loop's last iteration). A kernel that emits the prefetches sets ``prefetched``.
         self.next_tile: str | None = None
         self.prefetched = False
+        # Lines ahead along a long run of this operand that the kernel may prefetch into
+        # L2 (``CostConstants.gl_prefetch``): set for main-memory operands of a problem
+        # beyond the last-level cache (``_Emitter.dram``), else 0.
+        self.prefetch_lines = 0
 
     def _offset(self) -> Offset:
         b = self.ref.buffer
@@ -159,6 +163,7 @@ class _Emitter:
         # Non-temporal stores emitted and not yet fenced (``Kernel.nontemporal``).
         self.unfenced = False
         self.next_tiles: list[_NextTile] = []  # see _stream_next
+        self.dram = target.gl_in_dram  # see emit_c
 
     def fence(self) -> None:
         """Complete the non-temporal stores written since the last fence, if any."""
@@ -174,6 +179,10 @@ class _Emitter:
             self._block(impl, node, refs)
         elif isinstance(node, KernelCall):
             ops = [OperandView(r, t) for r, t in zip(refs, impl.spec.operands)]
+            if self.dram:
+                for op in ops:
+                    if op.spec.level is Level.GL:
+                        op.prefetch_lines = self.target.costs.gl_prefetch
             asked = self._ask_prefetch(impl, ops)
             kernel = self.kernels.by_name[node.kernel]
             kernel.emit(self.w, impl.spec, ops, self.kernels.vector_type)
@@ -431,6 +440,10 @@ def emit_c(impl: Impl, target: Target | None = None, threads: int = 1,
     spec = impl.spec
     info = spec.kind.info
     e = _Emitter(target, threads)
+    # Whether the main-memory operands stream from DRAM, not the last-level cache: then
+    # kernels may prefetch ahead of the hardware (from L3 that made a matvec 0.8x).
+    e.dram = target.gl_in_dram or target.needs_dram(
+        sum(o.bytes for o in spec.operands if o.level is Level.GL))
     names = info.operands
     fn = "kernel" if name is None else check_name(name)
     signature = ", ".join(_parameters(spec))

@@ -50,6 +50,9 @@ class CostConstants:
     hsum: int             # a horizontal sum of one vector (end of DotProductLoop)
     parallel_setup: int   # start and join a parallel loop
     parallel_iter: int    # schedule one iteration of a parallel loop
+    gl_prefetch: int = 0  # not a cost: lines ahead that a kernel reading long runs beyond
+                          # the last-level cache prefetches into L2 (DotProductStripes;
+                          # 0: none, where the hardware prefetchers do better alone)
 
     def fingerprint(self) -> str:
         text = json.dumps(asdict(self), sort_keys=True)
@@ -68,6 +71,9 @@ class CostConstants:
         if "gl_line_streams" not in d and isinstance(d.get("gl_line_parallel"), int):
             # Calibrations before long runs side by side: they cost as page-long ones.
             d = {**d, "gl_line_streams": d["gl_line_parallel"]}
+        if "gl_prefetch" not in d:
+            # Calibrations before software prefetch: the kernels read without it.
+            d = {**d, "gl_prefetch": 0}
         if "gl_ramp" not in d:
             # Calibrations before the ramp term: a long run starts as a short one does.
             d = {**d, "gl_ramp": 0}

@@ -72,6 +72,22 @@ def test_calibration_without_long_runs_prices_them_as_page_runs():
     assert c.gl_line_streams == c.gl_line_parallel == fit(NS).gl_line_parallel
 
 
+def test_calibration_without_software_prefetch_reads_without_it():
+    d = fit(NS).to_json()
+    del d["gl_prefetch"]
+    assert CostConstants.from_json(d).gl_prefetch == 0
+
+
+@pytest.mark.parametrize("times, want", [
+    ({0: 2.0, 64: 1.9, 128: 1.7, 256: 1.8, 512: 2.1}, 128),  # the fastest distance
+    ({0: 2.0, 64: 1.99, 128: 1.98, 256: 2.3, 512: 2.0}, 0),  # none 3 % faster than none
+    ({}, 0),                                                # not measured (older runs)
+])
+def test_prefetch_distance_is_the_fastest_that_beats_none(times, want):
+    ns = NS | {f"stripes_ahead_{n}": t for n, t in times.items()}
+    assert fit(ns).gl_prefetch == want
+
+
 def test_negative_constant_is_refused(tmp_path):
     d = fit(NS).to_json() | {"gl_line": -3}
     with pytest.raises(MorelloError, match="gl_line"):

@@ -104,6 +104,31 @@ def test_dot_stripes_kernel_matches_numpy(k, n):
         assert ok, err
 
 
+@pytest.mark.isa("avx2")
+@pytest.mark.parametrize("k, n", [(16, 16), (4096, 64)])
+def test_dot_stripes_prefetch_only_beyond_the_last_level_cache(k, n):
+    """Where a problem's main-memory operands exceed the last-level cache (here one of
+    64 KiB), DotProductStripes prefetches each stripe ``gl_prefetch`` lines ahead into L2
+    (k from 32); within it, or with ``gl_prefetch`` 0, it does not. Each matches numpy."""
+    from dataclasses import replace
+
+    from morello import Move, Select, ToAccum, schedule
+    from morello.memory import Level as Lv
+
+    steps = [Move(0, Lv.L1), Move(2, Lv.L1), ToAccum(), None, Select("DotProductStripes")]
+    small_llc = replace(AVX2, llc_bytes=64 << 10)
+    for dtype in ("bf16", "f32"):
+        spec = morello.matmul(1, k, n, dtypes=("f32", dtype, "f32"), rhs_layout="cm")
+        ahead = f"+ {64 * AVX2.costs.gl_prefetch}, _MM_HINT_T1"
+        for tgt, want in ((small_llc, k >= 32), (AVX2, False),
+                          (replace(small_llc, costs=replace(AVX2.costs, gl_prefetch=0)),
+                           False)):
+            prog = schedule(spec, steps, tgt)
+            assert (ahead in prog.c_source) == want, (tgt.llc_bytes, tgt.costs)
+            ok, err = prog.verify(prog.compile())
+            assert ok, err
+
+
 def test_dot_stripes_takes_whole_columns_only():
     """Each stripe is one run of memory only when the columns are whole and adjacent."""
     from morello import Move, Select, Split, ToAccum, schedule

@@ -444,22 +444,15 @@ def _stripes_emit(w, spec, ops, vt) -> None:
                        f"{rhs.at((0, 0, j + r * s)).ptr(0)};")
                 w.line(f"__m256 a{r} = _mm256_setzero_ps();")
             step = 16 if bf16 else 8
-            with w.block(f"for (long q = 0; q < {k}; q += {step}) {{"):
-                if bf16:
-                    w.line("const __m256 xe = _mm256_load_ps(xs + q), "
-                           "xo = _mm256_load_ps(xs + q + 8);")
-                else:
-                    w.line(f"const __m256 x = _mm256_loadu_ps({lhs.ptr('q')});")
-                for r in range(STRIPES):
-                    if bf16:
-                        w.line(f"const __m256i w{r} = _mm256_loadu_si256((const __m256i *)"
-                               f"(c{r} + q));")
-                        w.line(f"a{r} = _mm256_fmadd_ps(xe, _mm256_castsi256_ps("
-                               f"_mm256_slli_epi32(w{r}, 16)), a{r});")
-                        w.line(f"a{r} = _mm256_fmadd_ps(xo, _mm256_castsi256_ps("
-                               f"_mm256_and_si256(w{r}, hi)), a{r});")
-                    else:
-                        w.line(f"a{r} = _mm256_fmadd_ps(x, _mm256_loadu_ps(c{r} + q), a{r});")
+            # A line of each stripe per two steps; with a prefetch distance, each stripe's
+            # line that far ahead is asked into L2 first (``CostConstants.gl_prefetch``).
+            ahead = rhs.prefetch_lines if k % (2 * step) == 0 else 0
+            with w.block(f"for (long q = 0; q < {k}; q += {2 * step if ahead else step}) {{"):
+                for r in range(STRIPES if ahead else 0):
+                    w.line(f"_mm_prefetch((const char *)(c{r} + q) + {64 * ahead}, "
+                           "_MM_HINT_T1);")
+                for u in ("q", f"q + {step}") if ahead else ("q",):
+                    _stripes_step(w, lhs, u, bf16)
             # The 8 horizontal sums at once (hadd pairs, as DotProductLoop's 8 columns).
             for r in range(0, STRIPES, 2):
                 w.line(f"const __m256 h{r} = _mm256_hadd_ps(a{r}, a{r + 1});")
@@ -469,6 +462,31 @@ def _stripes_emit(w, spec, ops, vt) -> None:
                    "_mm256_permute2f128_ps(q0, q4, 0x31)));")
             for r in range(STRIPES):
                 w.line(f"{out.at((0, 0, j + r * s)).lval()} += sums[{r}];")
+
+
+def _stripes_step(w, lhs, q: str, bf16: bool) -> None:
+    """One step of DotProductStripes at k offset ``q``: 16 bf16 or 8 f32 of each stripe."""
+    if bf16:
+        w.line(f"const __m256 xe_{_c_name(q)} = _mm256_load_ps(xs + {q}), "
+               f"xo_{_c_name(q)} = _mm256_load_ps(xs + {q} + 8);")
+    else:
+        w.line(f"const __m256 x_{_c_name(q)} = _mm256_loadu_ps({lhs.ptr(q)});")
+    for r in range(STRIPES):
+        if bf16:
+            v = f"w{r}_{_c_name(q)}"
+            w.line(f"const __m256i {v} = _mm256_loadu_si256((const __m256i *)(c{r} + {q}));")
+            w.line(f"a{r} = _mm256_fmadd_ps(xe_{_c_name(q)}, _mm256_castsi256_ps("
+                   f"_mm256_slli_epi32({v}, 16)), a{r});")
+            w.line(f"a{r} = _mm256_fmadd_ps(xo_{_c_name(q)}, _mm256_castsi256_ps("
+                   f"_mm256_and_si256({v}, hi)), a{r});")
+        else:
+            w.line(f"a{r} = _mm256_fmadd_ps(x_{_c_name(q)}, _mm256_loadu_ps(c{r} + {q}), "
+                   f"a{r});")
+
+
+def _c_name(q: str) -> str:
+    """A C identifier suffix for a k offset expression ("q", "q + 16" -> "q", "q16")."""
+    return q.replace(" ", "").replace("+", "")
 
 
 def _stripes_cost(s: Spec, t: Target) -> int:
