@@ -224,6 +224,24 @@ def test_widen_axpy_prefetches_only_along_a_long_k(k, prefetches):
 
 
 @pytest.mark.isa("avx2")
+def test_widen_axpy_prefetches_into_l2_beyond_the_last_level_cache():
+    """Over a split k, where the problem exceeds the last-level cache (here one of 64
+    KiB), each row's lines some way ahead go into L2: ``gl_prefetch`` lines, at most an
+    eighth of a row of W (a row of 2048 bf16: 8 lines, 512 bytes)."""
+    from dataclasses import replace
+
+    from morello import Move, Select, Split, TileOut, ToAccum, schedule
+    spec = morello.matmul(1, 64, 2048, dtypes=("f32", "bf16", "f32"))
+    steps = [Move(0, Level.L1), Move(2, Level.L1), ToAccum(), None, Split(8), TileOut(2, 64),
+             Select("WidenAxpyLoop")]
+    for llc, want in ((64 << 10, True), (AVX2.llc_bytes, False)):
+        prog = schedule(spec, steps, replace(AVX2, llc_bytes=llc))
+        assert ("+ 512, _MM_HINT_T1);" in prog.c_source) is want, prog.impl.pformat()
+        ok, err = prog.verify(prog.compile())
+        assert ok, err
+
+
+@pytest.mark.isa("avx2")
 def test_widening_copy_kernel():
     src = fresh((1, 100), Dtype.BF16, Level.L1, layouts.row_major(2))
     dst = fresh((1, 100), Dtype.F32, Level.L1, layouts.row_major(2))
