@@ -14,7 +14,9 @@ over-counts a little, but it keeps ranking right where one resource is the bottl
 record (``tile_4x16_step``, ``tile_6x16_step``), not fitted. Some constants are differences
 (a run start in main memory is what a line read at a 4 KiB stride costs beyond a streamed
 one; a scalar op is what a scalar multiply-add costs beyond the three L1 lines the model
-charges for its operands), clamped at zero or one.
+charges for its operands), clamped at zero or one. One constant is a choice, not a cost:
+``gl_prefetch``, the distance at which DotProductStripes' own loop over main memory ran
+fastest with software prefetches into L2, or 0 where none beat the hardware alone.
 """
 from __future__ import annotations
 
