@@ -150,7 +150,7 @@ class OperandView:
 
 
 class _Emitter:
-    def __init__(self, target: Target, threads: int = 1) -> None:
+    def __init__(self, target: Target, threads: int = 1, dram: bool = False) -> None:
         self.target = target
         self.kernels: KernelTable = table_for(target)
         self.threads = threads
@@ -163,7 +163,7 @@ class _Emitter:
         # Non-temporal stores emitted and not yet fenced (``Kernel.nontemporal``).
         self.unfenced = False
         self.next_tiles: list[_NextTile] = []  # see _stream_next
-        self.dram = target.gl_in_dram  # see emit_c
+        self.dram = dram  # main-memory operands beyond the last-level cache (emit_c)
 
     def fence(self) -> None:
         """Complete the non-temporal stores written since the last fence, if any."""
@@ -439,11 +439,11 @@ def emit_c(impl: Impl, target: Target | None = None, threads: int = 1,
         target = AVX2
     spec = impl.spec
     info = spec.kind.info
-    e = _Emitter(target, threads)
     # Whether the main-memory operands stream from DRAM, not the last-level cache: then
     # kernels may prefetch ahead of the hardware (from L3 that made a matvec 0.8x).
-    e.dram = target.gl_in_dram or target.needs_dram(
+    dram = target.gl_in_dram or target.needs_dram(
         sum(o.bytes for o in spec.operands if o.level is Level.GL))
+    e = _Emitter(target, threads, dram)
     names = info.operands
     fn = "kernel" if name is None else check_name(name)
     signature = ", ".join(_parameters(spec))

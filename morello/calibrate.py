@@ -435,8 +435,8 @@ STREAM_RUN = 4096
 # the best of them where it reads at least PREFETCH_GAIN faster than none. On a Zen 4 KVM
 # host 256 lines (16 KiB, four 4 KiB rows of a stripe) made the 1x2048x16384 bf16 matvec
 # 1.09x faster and 1x4096x8192 1.10x (hand loops, 25 alternating rounds), while from L3
-# (8 MiB of weights) any distance made it 0.8x: so only kernels reading beyond the
-# last-level cache prefetch (``Target.gl_in_dram``).
+# (8 MiB of weights) any distance made it 0.8x: so kernels prefetch only in problems
+# whose main-memory operands exceed the last-level cache (``codegen.emit.emit_c``).
 PREFETCH_LINES = (0, 64, 128, 256, 512)
 PREFETCH_GAIN = 1.03
 

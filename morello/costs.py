@@ -51,8 +51,8 @@ class CostConstants:
     parallel_setup: int   # start and join a parallel loop
     parallel_iter: int    # schedule one iteration of a parallel loop
     gl_prefetch: int = 0  # not a cost: lines ahead that a kernel reading long runs beyond
-                          # the last-level cache prefetches into L2 (DotProductStripes;
-                          # 0: none, where the hardware prefetchers do better alone)
+                          # the last-level cache prefetches into L2 (DotProductStripes,
+                          # WidenAxpyLoop; 0: none, where the hardware does better alone)
 
     def fingerprint(self) -> str:
         text = json.dumps(asdict(self), sort_keys=True)

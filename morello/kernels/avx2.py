@@ -465,28 +465,24 @@ def _stripes_emit(w, spec, ops, vt) -> None:
 
 
 def _stripes_step(w, lhs, q: str, bf16: bool) -> None:
-    """One step of DotProductStripes at k offset ``q``: 16 bf16 or 8 f32 of each stripe."""
-    if bf16:
-        w.line(f"const __m256 xe_{_c_name(q)} = _mm256_load_ps(xs + {q}), "
-               f"xo_{_c_name(q)} = _mm256_load_ps(xs + {q} + 8);")
-    else:
-        w.line(f"const __m256 x_{_c_name(q)} = _mm256_loadu_ps({lhs.ptr(q)});")
-    for r in range(STRIPES):
+    """One step of DotProductStripes at k offset ``q`` (a C block of its own): 16 bf16 or
+    8 f32 of each stripe."""
+    with w.block("{"):
         if bf16:
-            v = f"w{r}_{_c_name(q)}"
-            w.line(f"const __m256i {v} = _mm256_loadu_si256((const __m256i *)(c{r} + {q}));")
-            w.line(f"a{r} = _mm256_fmadd_ps(xe_{_c_name(q)}, _mm256_castsi256_ps("
-                   f"_mm256_slli_epi32({v}, 16)), a{r});")
-            w.line(f"a{r} = _mm256_fmadd_ps(xo_{_c_name(q)}, _mm256_castsi256_ps("
-                   f"_mm256_and_si256({v}, hi)), a{r});")
+            w.line(f"const __m256 xe = _mm256_load_ps(xs + {q}), "
+                   f"xo = _mm256_load_ps(xs + {q} + 8);")
         else:
-            w.line(f"a{r} = _mm256_fmadd_ps(x_{_c_name(q)}, _mm256_loadu_ps(c{r} + {q}), "
-                   f"a{r});")
-
-
-def _c_name(q: str) -> str:
-    """A C identifier suffix for a k offset expression ("q", "q + 16" -> "q", "q16")."""
-    return q.replace(" ", "").replace("+", "")
+            w.line(f"const __m256 x = _mm256_loadu_ps({lhs.ptr(q)});")
+        for r in range(STRIPES):
+            if bf16:
+                w.line(f"const __m256i w{r} = _mm256_loadu_si256((const __m256i *)"
+                       f"(c{r} + {q}));")
+                w.line(f"a{r} = _mm256_fmadd_ps(xe, _mm256_castsi256_ps("
+                       f"_mm256_slli_epi32(w{r}, 16)), a{r});")
+                w.line(f"a{r} = _mm256_fmadd_ps(xo, _mm256_castsi256_ps("
+                       f"_mm256_and_si256(w{r}, hi)), a{r});")
+            else:
+                w.line(f"a{r} = _mm256_fmadd_ps(x, _mm256_loadu_ps(c{r} + {q}), a{r});")
 
 
 def _stripes_cost(s: Spec, t: Target) -> int:
