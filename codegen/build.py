@@ -59,7 +59,12 @@ def compile_c(source: str, target_flags: tuple[str, ...], openmp: bool = False) 
     proc = subprocess.run([cc, *flags, "-o", str(tmp), str(src)],
                           capture_output=True, text=True)
     if proc.returncode != 0:
-        raise BuildError(f"C compiler failed ({cc}):\n{proc.stderr.strip()[:4000]}")
+        hint = ""
+        if openmp and "omp.h" in proc.stderr:
+            # clang finds OpenMP's header only with its runtime installed.
+            hint = ("\n(parallel kernels need OpenMP: with clang, install its runtime, "
+                    "e.g. libomp-dev, or build with gcc: CC=gcc)")
+        raise BuildError(f"C compiler failed ({cc}):\n{proc.stderr.strip()[:4000]}{hint}")
     os.replace(tmp, so)
     return so
 

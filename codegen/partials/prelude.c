@@ -9,11 +9,15 @@
 #include <string.h>
 #include <time.h>
 
+/* The helpers below are static: a kernel calls a few of them, and the attribute keeps
+ * compilers quiet about the rest (clang's -Wunused-function, under -Wall). */
+#define MORELLO_FN static inline __attribute__((unused))
+
 /* A heap buffer of at least `bytes` (64-byte aligned) kept in `*slot` (capacity `*cap`)
  * for the next call on this thread: grown when too small, never freed by the kernel (the
  * kernel's slots are _Thread_local: each calling thread holds its own, until it exits).
  * NULL if it cannot be allocated. */
-static inline void *morello_scratch(void **slot, size_t *cap, size_t bytes) {
+MORELLO_FN void *morello_scratch(void **slot, size_t *cap, size_t bytes) {
     if (*cap < bytes) {
         free(*slot);
         *slot = aligned_alloc(64, bytes);
@@ -24,7 +28,7 @@ static inline void *morello_scratch(void **slot, size_t *cap, size_t bytes) {
 
 /* Horizontal reductions of 8 floats: fold the halves, then pairs, then the last two. */
 #define MORELLO_HREDUCE8(name, op, op_ss)                                                  \
-    static inline float name(__m256 v) {                                                   \
+    MORELLO_FN float name(__m256 v) {                                                   \
         __m128 lo = op(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));            \
         __m128 sh = _mm_movehdup_ps(lo);                                                   \
         __m128 s = op(lo, sh);                                                             \
@@ -35,40 +39,40 @@ MORELLO_HREDUCE8(morello_hmax8, _mm_max_ps, _mm_max_ss)
 
 /* bf16 -> f32 widening: a bf16 is the top half of an f32, so zero-extend to 32 bits and
  * shift left by 16 (exact). */
-static inline float morello_bf16_f32(uint16_t h) {
+MORELLO_FN float morello_bf16_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
     float f;
     memcpy(&f, &u, sizeof f);
     return f;
 }
-static inline __m128 morello_bf16x4(const uint16_t *p) {
+MORELLO_FN __m128 morello_bf16x4(const uint16_t *p) {
     return _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)p)), 16));
 }
-static inline __m256 morello_bf16x8(const uint16_t *p) {
+MORELLO_FN __m256 morello_bf16x8(const uint16_t *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
 }
 #ifdef __AVX512F__
-static inline __m512 morello_bf16x16(const uint16_t *p) {
+MORELLO_FN __m512 morello_bf16x16(const uint16_t *p) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
 }
 #endif
 
 /* Two adjacent 8- or 16-bit integers as the two s16 halves of an int32 (the first in the
  * low half): the broadcast operand of vpmaddwd. */
-static inline int32_t morello_pair_u8(const uint8_t *p) {
+MORELLO_FN int32_t morello_pair_u8(const uint8_t *p) {
     return (int32_t)((uint32_t)p[0] | ((uint32_t)p[1] << 16));
 }
-static inline int32_t morello_pair_s8(const int8_t *p) {
+MORELLO_FN int32_t morello_pair_s8(const int8_t *p) {
     return (int32_t)((uint32_t)(uint16_t)(int16_t)p[0]
                      | ((uint32_t)(uint16_t)(int16_t)p[1] << 16));
 }
-static inline int32_t morello_pair_s16(const int16_t *p) {
+MORELLO_FN int32_t morello_pair_s16(const int16_t *p) {
     int32_t v;
     memcpy(&v, p, sizeof v);
     return v;
 }
 
-static inline int32_t morello_quad_u8(const uint8_t *p) {
+MORELLO_FN int32_t morello_quad_u8(const uint8_t *p) {
     int32_t v;
     memcpy(&v, p, sizeof v);
     return v;
@@ -76,7 +80,7 @@ static inline int32_t morello_quad_u8(const uint8_t *p) {
 /* c += the pair sums of a x b in s16 (vpmaddwd, then vpaddd), as two instructions
    with their temporary named: a 6 x 16 tile then fits the 16 ymm registers, where gcc 12
    spills the intrinsics' form (1.6x slower in L1). */
-static inline __m256i morello_madd_add8(__m256i c, __m256i a, __m256i b) {
+MORELLO_FN __m256i morello_madd_add8(__m256i c, __m256i a, __m256i b) {
     __m256i t;
     __asm__("vpmaddwd %[b], %[a], %[t]\n\tvpaddd %[t], %[c], %[c]"
             : [c] "+x"(c), [t] "=&x"(t) : [a] "x"(a), [b] "x"(b));
@@ -85,13 +89,13 @@ static inline __m256i morello_madd_add8(__m256i c, __m256i a, __m256i b) {
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
 /* c += the sums of four u8 x s8 products per 32-bit lane (vpdpbusd, exact). As an
    instruction: gcc 12 surrounds the intrinsic with two register copies per use. */
-static inline __m256i morello_dpbusd8(__m256i c, __m256i x, __m256i b) {
+MORELLO_FN __m256i morello_dpbusd8(__m256i c, __m256i x, __m256i b) {
     __asm__("vpdpbusd %2, %1, %0" : "+v"(c) : "v"(x), "v"(b));
     return c;
 }
 #endif
 /* The pair sum of vpmaddubsw: saturated to s16. */
-static inline int32_t morello_sat16(int32_t v) {
+MORELLO_FN int32_t morello_sat16(int32_t v) {
     return v > 32767 ? 32767 : (v < -32768 ? -32768 : v);
 }
 
@@ -109,7 +113,7 @@ static inline int32_t morello_sat16(int32_t v) {
  * above 88.72284 (+inf included), 0 below -103.97 (-inf included); NaN propagates. Max relative error against exp in double
  * precision over every normal result: see morello/kernels/avx2.py (EXP_OPS). */
 #define MORELLO_EXP_POLY(name, V, P)                                                       \
-    static inline V name(V x, V *n) {                                                      \
+    MORELLO_FN V name(V x, V *n) {                                                      \
         const V magic = P##_set1_ps(12582912.0f);                                          \
         V t = P##_fmadd_ps(x, P##_set1_ps(1.44269504089f), magic);                         \
         *n = t;                                                                            \
@@ -133,7 +137,7 @@ MORELLO_EXP_POLY(morello_exp16_poly, __m512, _mm512)
 #define MORELLO_EXP_N(t) _mm256_sub_epi32(_mm256_castps_si256(t), \
                                           _mm256_set1_epi32(0x4B400000))
 
-static __m256 morello_exp8_tiny(__m256 x) {
+static __attribute__((unused)) __m256 morello_exp8_tiny(__m256 x) {
     const __m256 lo = _mm256_set1_ps(-103.972084f);
     __m256 zero = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
     /* NaN stays NaN: the second operand wins */
@@ -147,7 +151,7 @@ static __m256 morello_exp8_tiny(__m256 x) {
     return _mm256_andnot_ps(zero, _mm256_mul_ps(_mm256_mul_ps(p, s1), s2));
 }
 
-static inline __m256 morello_exp8(__m256 x) {
+MORELLO_FN __m256 morello_exp8(__m256 x) {
     /* 2^n in one step needs -126 <= n <= 127: other lanes take the two-step path (a NaN
      * lane tests false here, and stays NaN on this path). */
     __m256 edge = _mm256_or_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-87.3365479f), _CMP_LT_OQ),
@@ -166,7 +170,7 @@ static inline __m256 morello_exp8(__m256 x) {
  * n = -127 (x < -87.68, exp(x) < 9.3e-39) the 2^n field is 0 and the result exactly 0
  * (-inf included); above, the results are morello_exp8's (subnormal ones for x < -87.34,
  * within an ulp). NaN propagates (max keeps its second operand). */
-static inline __m256 morello_exp8_neg(__m256 x) {
+MORELLO_FN __m256 morello_exp8_neg(__m256 x) {
     x = _mm256_max_ps(_mm256_set1_ps(-88.0f), x);
     __m256 t, p = morello_exp8_poly(x, &t);
     __m256i e = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_castps_si256(t),
@@ -176,7 +180,7 @@ static inline __m256 morello_exp8_neg(__m256 x) {
 
 #ifdef __AVX512F__
 /* morello_exp8_neg in 16 lanes: the same polynomial and steps, so the same results. */
-static inline __m512 morello_exp16_neg(__m512 x) {
+MORELLO_FN __m512 morello_exp16_neg(__m512 x) {
     x = _mm512_max_ps(_mm512_set1_ps(-88.0f), x);
     __m512 t, p = morello_exp16_poly(x, &t);
     __m512i e = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_castps_si512(t),
@@ -185,21 +189,23 @@ static inline __m512 morello_exp16_neg(__m512 x) {
 }
 
 /* Horizontal reductions of 16 floats: the halves folded, then as 8. */
-static inline float morello_hsum16(__m512 v) {
+MORELLO_FN float morello_hsum16(__m512 v) {
     return morello_hsum8(_mm256_add_ps(_mm512_castps512_ps256(v),
                                        _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
-static inline float morello_hmax16(__m512 v) {
+MORELLO_FN float morello_hmax16(__m512 v) {
     return morello_hmax8(_mm256_max_ps(_mm512_castps512_ps256(v),
                                        _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
 #endif
 
-static inline float morello_expf(float x) {
+MORELLO_FN float morello_expf(float x) {
     if (x != x) return x;
     if (x < -103.972084f) return 0.0f;
     if (x > 88.7228394f) x = 88.7228394f;
-    float n = __builtin_roundevenf(x * 1.44269504089f);
+    /* n = x*log2(e) rounded to an integer as morello_exp8 does it (adding 1.5*2^23),
+     * not by roundevenf: clang 14 has no __builtin_roundevenf. */
+    float n = __builtin_fmaf(x, 1.44269504089f, 12582912.0f) - 12582912.0f;
     float r = __builtin_fmaf(-n, 0.693145751953125f, x);
     r = __builtin_fmaf(-n, 1.428606765330187e-06f, r);
     float p = 0.0013814610f;
