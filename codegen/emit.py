@@ -103,6 +103,8 @@ class OperandView:
         # L2 (``CostConstants.gl_prefetch``): set for main-memory operands of a problem
         # beyond the last-level cache (``_Emitter.dram``), else 0.
         self.prefetch_lines = 0
+        # Whether this is such an operand (main memory, the problem beyond the LLC).
+        self.from_dram = False
 
     def _offset(self) -> Offset:
         b = self.ref.buffer
@@ -183,6 +185,7 @@ class _Emitter:
                 for op in ops:
                     if op.spec.level is Level.GL:
                         op.prefetch_lines = self.target.costs.gl_prefetch
+                        op.from_dram = True
             asked = self._ask_prefetch(impl, ops)
             kernel = self.kernels.by_name[node.kernel]
             kernel.emit(self.w, impl.spec, ops, self.kernels.vector_type)

@@ -109,7 +109,9 @@ def test_dot_stripes_kernel_matches_numpy(k, n):
 def test_dot_stripes_prefetch_only_beyond_the_last_level_cache(k, n):
     """Where a problem's main-memory operands exceed the last-level cache (here one of
     64 KiB), DotProductStripes prefetches each stripe ``gl_prefetch`` lines ahead into L2
-    (k from 32); within it, or with ``gl_prefetch`` 0, it does not. Each matches numpy."""
+    (k from 32); within it, or with ``gl_prefetch`` 0, it does not. Within it, each bf16
+    vector is pinned in a register for its two widenings; beyond, not. Each matches
+    numpy."""
     from dataclasses import replace
 
     from morello import Move, Select, ToAccum, schedule
@@ -125,6 +127,10 @@ def test_dot_stripes_prefetch_only_beyond_the_last_level_cache(k, n):
                            False)):
             prog = schedule(spec, steps, tgt)
             assert (ahead in prog.c_source) == want, (tgt.llc_bytes, tgt.costs)
+            # bf16 vectors held for both widenings within the LLC only (kernels.base).
+            pinned = '__asm__("" : "+v"(w0));' in prog.c_source
+            within = not tgt.needs_dram(sum(o.bytes for o in spec.operands))
+            assert pinned == (dtype == "bf16" and within)
             ok, err = prog.verify(prog.compile())
             assert ok, err
 
@@ -237,6 +243,7 @@ def test_widen_axpy_prefetches_into_l2_beyond_the_last_level_cache():
     for llc, want in ((64 << 10, True), (AVX2.llc_bytes, False)):
         prog = schedule(spec, steps, replace(AVX2, llc_bytes=llc))
         assert ("+ 512, _MM_HINT_T1);" in prog.c_source) is want, prog.impl.pformat()
+        assert ('__asm__("" : "+v"(w0));' in prog.c_source) is not want  # kernels.base
         ok, err = prog.verify(prog.compile())
         assert ok, err
 

@@ -30,6 +30,8 @@ from morello.kernels.base import (
     all_f32,
     c_value,
     io_cost,
+    pin,
+    pin_widened,
     rf_or_l1,
     same_contiguous_f32,
 )
@@ -168,13 +170,10 @@ def _outer_emit(w, spec, ops, vt) -> None:
         for j in range(nv):
             w.line(f"{'' if m > 1 else 'const '}{v.c_type} b{j} = "
                    f"{v.load}({rhs.at((0, q, j * vs)).ptr(0)});")
-        # The row of rhs held in registers for every row of the tile: else gcc 12 may
-        # fold each load into every FMA that uses it, m loads a vector where one will do
-        # (the 2x64 zmm tile of 64^3 ran at 0.75x the peak; pinned, 1.0x). One row uses
-        # each vector once: there the folded load is the better code.
+        # The row of rhs held in registers for every row of the tile (``pin``). One row
+        # uses each vector once: there the folded load is the better code.
         if m > 1:
-            pins = ", ".join(f'"+v"(b{j})' for j in range(nv))
-            w.line(f'__asm__("" : {pins});')
+            w.line(pin(*(f"b{j}" for j in range(nv))))
         for i in range(m):
             row = out.at((0, i, 0))
             with w.block(f"{{ const {v.c_type} a = {v.set1}({lhs.at((0, i, q)).lval()});"):
@@ -240,8 +239,8 @@ def _dot_odd_even_emit(w, lhs, rhs, out, k: int, n: int, c: int) -> None:
                            f"_mm256_castps_pd(_mm256_shuffle_ps(l{a}, h{a}, {imm})), 0xD8));")
                 for j in range(n):
                     acc = f"acc{j}_{a}"
-                    w.line(f"const __m256i w{j}_{a} = _mm256_loadu_si256((const __m256i *)"
-                           f"(col{j} + q + {16 * a}));")
+                    w.line(f"__m256i w{j}_{a} = _mm256_loadu_si256((const __m256i *)"
+                           f"(col{j} + q + {16 * a})); {pin_widened(rhs, f'w{j}_{a}')}")
                     w.line(f"{acc} = _mm256_fmadd_ps(xe{a}, _mm256_castsi256_ps("
                            f"_mm256_slli_epi32(w{j}_{a}, 16)), {acc});")
                     w.line(f"{acc} = _mm256_fmadd_ps(xo{a}, _mm256_castsi256_ps("
@@ -372,8 +371,8 @@ def _rows_emit(w, spec, ops, vt) -> None:
             with w.block(f"for (long q = 0; q < {k}; q += 32) {{"):
                 if bf16:
                     for h in range(2):
-                        w.line(f"const __m256i w{h} = _mm256_loadu_si256((const __m256i *)"
-                               f"(col + q + {16 * h}));")
+                        w.line(f"__m256i w{h} = _mm256_loadu_si256((const __m256i *)"
+                               f"(col + q + {16 * h})); {pin_widened(rhs, f'w{h}')}")
                         w.line(f"a{2 * h} = _mm256_fmadd_ps(_mm256_load_ps(xs + q + {16 * h}), "
                                f"_mm256_castsi256_ps(_mm256_slli_epi32(w{h}, 16)), a{2 * h});")
                         w.line(f"a{2 * h + 1} = _mm256_fmadd_ps(_mm256_load_ps(xs + q + "
@@ -460,7 +459,7 @@ def _stripes_emit(w, spec, ops, vt) -> None:
                     w.line(f"_mm_prefetch((const char *)(c{r} + q) + {64 * ahead}, "
                            "_MM_HINT_T1);")
                 for u in ("q", f"q + {step}") if ahead else ("q",):
-                    _stripes_step(w, lhs, u, bf16)
+                    _stripes_step(w, lhs, rhs, u, bf16)
             # The 8 horizontal sums at once (hadd pairs, as DotProductLoop's 8 columns).
             for r in range(0, STRIPES, 2):
                 w.line(f"const __m256 h{r} = _mm256_hadd_ps(a{r}, a{r + 1});")
@@ -472,7 +471,7 @@ def _stripes_emit(w, spec, ops, vt) -> None:
                 w.line(f"{out.at((0, 0, j + r * s)).lval()} += sums[{r}];")
 
 
-def _stripes_step(w, lhs, q: str, bf16: bool) -> None:
+def _stripes_step(w, lhs, rhs, q: str, bf16: bool) -> None:
     """One step of DotProductStripes at k offset ``q`` (a C block of its own): 16 bf16 or
     8 f32 of each stripe."""
     with w.block("{"):
@@ -483,8 +482,8 @@ def _stripes_step(w, lhs, q: str, bf16: bool) -> None:
             w.line(f"const __m256 x = _mm256_loadu_ps({lhs.ptr(q)});")
         for r in range(STRIPES):
             if bf16:
-                w.line(f"const __m256i w{r} = _mm256_loadu_si256((const __m256i *)"
-                       f"(c{r} + {q}));")
+                w.line(f"__m256i w{r} = _mm256_loadu_si256((const __m256i *)"
+                       f"(c{r} + {q})); {pin_widened(rhs, f'w{r}')}")
                 w.line(f"a{r} = _mm256_fmadd_ps(xe, _mm256_castsi256_ps("
                        f"_mm256_slli_epi32(w{r}, 16)), a{r});")
                 w.line(f"a{r} = _mm256_fmadd_ps(xo, _mm256_castsi256_ps("
@@ -603,8 +602,8 @@ def _axpy_emit(w, spec, ops, vt) -> None:
                     w.line(f"_mm_prefetch((const char *)row + {64 * ahead + line}, "
                            "_MM_HINT_T1);")
             for j in range(nb):
-                w.line(f"const __m256i w{j} = _mm256_loadu_si256((const __m256i *)"
-                       f"(row + {16 * j}));")
+                w.line(f"__m256i w{j} = _mm256_loadu_si256((const __m256i *)"
+                       f"(row + {16 * j})); {pin_widened(rhs, f'w{j}')}")
                 w.line(f"e{j} = _mm256_fmadd_ps(x, _mm256_castsi256_ps("
                        f"_mm256_slli_epi32(w{j}, 16)), e{j});")
                 w.line(f"o{j} = _mm256_fmadd_ps(x, _mm256_castsi256_ps("

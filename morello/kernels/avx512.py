@@ -26,7 +26,18 @@ from morello.kernels.avx2 import (
     quad_tile_cost,
     rows_check,
 )
-from morello.kernels.base import F32, L1, MEM, RL, VRF, Kernel, KernelTable, Reason, VecType
+from morello.kernels.base import (
+    F32,
+    L1,
+    MEM,
+    RL,
+    VRF,
+    Kernel,
+    KernelTable,
+    Reason,
+    VecType,
+    pin_widened,
+)
 from morello.memory import Level, Target
 from morello.specs import PrimKind, Spec
 
@@ -82,7 +93,8 @@ def _dot16_emit(w, spec, ops, vt) -> None:
             w.line("const __m512 xe = _mm512_permutex2var_ps(l, ev, h), "
                    "xo = _mm512_permutex2var_ps(l, od, h);")
             for j in range(n):
-                w.line(f"const __m512i w{j} = _mm512_loadu_si512((const void *)(col{j} + q));")
+                w.line(f"__m512i w{j} = _mm512_loadu_si512((const void *)(col{j} + q)); "
+                       f"{pin_widened(rhs, f'w{j}')}")
                 w.line(f"z{j} = _mm512_fmadd_ps(xe, _mm512_castsi512_ps("
                        f"_mm512_slli_epi32(w{j}, 16)), z{j});")
                 w.line(f"z{j} = _mm512_fmadd_ps(xo, _mm512_castsi512_ps("
@@ -138,8 +150,8 @@ def _rows16_emit(w, spec, ops, vt) -> None:
             w.line("__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;")
             with w.block(f"for (long q = 0; q < {k}; q += 64) {{"):
                 for h in range(2):
-                    w.line(f"const __m512i w{h} = _mm512_loadu_si512((const void *)"
-                           f"(col + q + {32 * h}));")
+                    w.line(f"__m512i w{h} = _mm512_loadu_si512((const void *)"
+                           f"(col + q + {32 * h})); {pin_widened(rhs, f'w{h}')}")
                     w.line(f"a{2 * h} = _mm512_fmadd_ps(_mm512_load_ps(xs + q + {32 * h}), "
                            f"_mm512_castsi512_ps(_mm512_slli_epi32(w{h}, 16)), a{2 * h});")
                     w.line(f"a{2 * h + 1} = _mm512_fmadd_ps(_mm512_load_ps(xs + q + "
