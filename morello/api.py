@@ -558,6 +558,20 @@ def _memory_order(t, spec: Spec) -> tuple[int, ...] | None:
     return tuple(full)
 
 
+def problem_target(tgt: Target, spec: Spec) -> Target:
+    """The variant of ``tgt`` that prices ``spec``'s main memory where it lives: within
+    the last-level cache ``Target.in_llc``; beyond it, for a memory-bound kind,
+    ``Target.in_dram``; else ``tgt``."""
+    gl_bytes = sum(o.bytes for o in spec.operands if o.level is Level.GL)
+    if not tgt.needs_dram(gl_bytes):
+        return tgt.in_llc()
+    if spec.kind.info.staging == "views":
+        # Memory-bound kinds only: a matmul's programs changed under the write-back
+        # pricing to no gain (2048^3 0.98x, 4096x256x4096 0.95x, paired).
+        return tgt.in_dram()
+    return tgt
+
+
 def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
                progress=None, threads: int = 1, calibration: str | None = None) -> Program:
     """Find the cheapest Impl of ``spec``.
@@ -569,10 +583,11 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
     the callback has it, before the database is written. ``threads``: processors the cost
     model assumes for parallel loops (used when ``spec`` is not serial) and OpenMP threads.
     ``calibration``: the cost constants, ``"builtin"`` or a calibration file (default: see
-    ``morello.memory.parse_target``). A memory-bound Spec (softmax, elementwise, ...)
-    whose main-memory operands exceed the last-level cache is searched for the target's
-    DRAM variant (``Target.in_dram``): outputs written there cost their write-back, and
-    may be stored past the caches.
+    ``morello.memory.parse_target``). A Spec whose main-memory operands fit the
+    last-level cache is searched for the target's LLC variant (``Target.in_llc``: runs of
+    main memory start from L3); a memory-bound one (softmax, elementwise, ...) whose
+    operands exceed it, for its DRAM variant (``Target.in_dram``): outputs written there
+    cost their write-back, and may be stored past the caches (``problem_target``).
     """
     if not isinstance(spec, Spec):
         raise SpecError(f"synthesize takes a Spec (from morello.matmul, morello.add, ...), "
@@ -583,12 +598,7 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
                         f"{_short_repr(calibration)}")
     if progress is not None and not callable(progress):
         raise SpecError(f"progress must be callable, got {_short_repr(progress)}")
-    tgt = _target(target, threads, calibration)
-    if spec.kind.info.staging == "views" \
-            and tgt.needs_dram(sum(o.bytes for o in spec.operands if o.level is Level.GL)):
-        # Memory-bound kinds only: a matmul's programs changed under the write-back
-        # pricing to no gain (2048^3 0.98x, 4096x256x4096 0.95x, paired).
-        tgt = tgt.in_dram()
+    tgt = problem_target(_target(target, threads, calibration), spec)
     limits.check_points(spec.kind.title, spec.shape)
     db_path = dbmod.resolve(db)
     spec = spec.canonical()

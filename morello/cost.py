@@ -60,8 +60,8 @@ def run_cost(nbytes: int, target: Target) -> int:
     each row's 32 KiB at once (Zen 3; 1.09-1.13x on Zen 4), while an isolated strided
     line (``gl_run``) costs a few times less than the difference per run: the
     prefetchers restart on every run."""
-    k = target.costs
-    return k.gl_run + k.gl_ramp * min(nbytes, RAMP_BYTES) // RAMP_BYTES
+    run, ramp = target.run_costs()
+    return run + ramp * min(nbytes, RAMP_BYTES) // RAMP_BYTES
 
 
 def move_cost(t: TensorSpec, target: Target) -> int:

@@ -50,6 +50,8 @@ class CostConstants:
     hsum: int             # a horizontal sum of one vector (end of DotProductLoop)
     parallel_setup: int   # start and join a parallel loop
     parallel_iter: int    # schedule one iteration of a parallel loop
+    llc_run: int = 0      # start a run of main memory in a problem within the last-level
+                          # cache (``Target.in_llc``): its lines come from L3, no ramp
     gl_prefetch: int = 0  # not a cost: lines ahead that a kernel reading long runs beyond
                           # the last-level cache prefetches into L2 (DotProductStripes,
                           # WidenAxpyLoop; 0: none, where the hardware does better alone)
@@ -74,6 +76,9 @@ class CostConstants:
         if "gl_prefetch" not in d:
             # Calibrations before software prefetch: the kernels read without it.
             d = {**d, "gl_prefetch": 0}
+        if "llc_run" not in d and isinstance(d.get("gl_run"), int):
+            # Calibrations before the last-level cache's own run start: as main memory's.
+            d = {**d, "llc_run": d["gl_run"]}
         if "gl_ramp" not in d:
             # Calibrations before the ramp term: a long run starts as a short one does.
             d = {**d, "gl_ramp": 0}

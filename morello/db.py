@@ -858,13 +858,15 @@ def validate_boxes(lo, hi, values, key, blocks, page, target) -> None:
 
 def _target_named(key_text: str):
     """The Target a context's key names (``avx2@...``, ``avx2-2t@...``,
-    ``avx2-dram@...``), or None."""
+    ``avx2-dram@...``, ``avx2-llc@...``), or None."""
     from morello.memory import TARGETS
 
     parts = key_text.split("@")[0].split("-") if isinstance(key_text, str) else [""]
     tgt = TARGETS.get(parts[0])
     if tgt is not None and "dram" in parts[1:]:
         tgt = tgt.in_dram()
+    if tgt is not None and "llc" in parts[1:]:
+        tgt = tgt.in_llc()
     return tgt
 
 

@@ -93,6 +93,10 @@ AVX2_COSTS = CostConstants(
     # Measured on a later Zen 4 KVM host (morello calibrate: 256 lines read 1.09-1.11x
     # faster than none in cal_stripes).
     gl_prefetch=256,
+    # The same later host: a line read at a 4 KiB stride over 8 MiB (in L3) against one
+    # read in sequence, 81 units (4 MiB: 64); over 256 MiB 299, as its gl_run. The ramp
+    # there: 6 units (4 MiB: none), against 2193 from DRAM.
+    llc_run=81,
 )
 
 
@@ -114,8 +118,9 @@ class Target:
     isa: str = "avx2"              # the kernel table and vector types (``morello.kernels``)
     byte_dots: bool = False        # u8 x s8 four at a time into s32, exactly (VNNI)
     l2_panel_cols: int = 0         # width of the ``l2_panels`` panels viewed in L2 (0: none)
-    llc_bytes: int = 32 << 20      # the last-level cache (``in_dram``)
+    llc_bytes: int = 32 << 20      # the last-level cache (``in_dram``, ``in_llc``)
     gl_in_dram: bool = False       # main-memory operands live in DRAM, not the LLC (``in_dram``)
+    gl_in_llc: bool = False        # they all fit the LLC (``in_llc``)
 
     def in_dram(self) -> Target:
         """This target for a problem whose main-memory operands exceed the last-level
@@ -129,6 +134,25 @@ class Target:
         if self.gl_in_dram:
             return self
         return replace(self, name=f"{self.name}-dram", gl_in_dram=True)
+
+    def in_llc(self) -> Target:
+        """This target for a problem whose main-memory operands all fit the last-level
+        cache (not ``needs_dram``): a run of main memory then starts from L3, at
+        ``llc_run`` and with no ramp (``run_costs``), where beyond it a run start waits
+        for DRAM and its prefetchers ramp up. Priced as from DRAM, a 64-column strip read
+        as 8 short runs cost x.W 1x512x1024 its fastest program (the 16-lane axpy over
+        Split(8), 1.19x the one the search took) and matmul+bias+relu 256^3 its unfused
+        one. A variant of the target (``...-llc``, results of its own), as ``in_dram``."""
+        if self.gl_in_llc or self.gl_in_dram:
+            return self
+        return replace(self, name=f"{self.name}-llc", gl_in_llc=True)
+
+    def run_costs(self) -> tuple[int, int]:
+        """What a run of main memory costs to start, and the ramp a page-long one pays
+        beyond that (``cost.run_cost``): from L3 within the LLC, else from DRAM."""
+        if self.gl_in_llc:
+            return self.costs.llc_run, 0
+        return self.costs.gl_run, self.costs.gl_ramp
 
     def needs_dram(self, operand_bytes: int) -> bool:
         """Whether a problem whose main-memory operands take ``operand_bytes`` in all

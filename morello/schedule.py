@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 
-from morello.api import Program, _session
+from morello.api import Program, _session, problem_target
 from morello.cost import combine
 from morello.errors import MorelloError, RewriteError, SpecError
 from morello.impl import Impl, action_at, reconstruct
@@ -40,6 +40,7 @@ def schedule(spec: Spec, steps: list[Action | None], target: str | Target = "avx
     from morello import db as dbmod
 
     tgt = parse_target(target, threads, calibration) if isinstance(target, str) else target
+    tgt = problem_target(tgt, spec)
     db_path = dbmod.resolve(db)
     spec = spec.canonical()
     t0 = time.perf_counter()

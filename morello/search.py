@@ -114,8 +114,8 @@ class Engine:
         t = target
         self.expander = Expander(self.graph, self if native else None, self._compile,
                                  t.processors, t.parallel_setup_cost, t.parallel_iter_cost,
-                                 tile_size_table(t), t.costs.gl_run, t.prefetch_streams,
-                                 t.costs.gl_ramp, RAMP_BYTES)
+                                 tile_size_table(t), t.run_costs()[0], t.prefetch_streams,
+                                 t.run_costs()[1], RAMP_BYTES)
         self.solver = Solver(self.graph, self.expander)
         self.forms: dict[tuple, int] = {}
         self.form_keys: list[tuple] = []

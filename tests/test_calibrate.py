@@ -27,7 +27,19 @@ def test_fit_converts_nanoseconds_to_fma_units():
         gl_run=360,
         gl_ramp=(78 - 18) * 20, strided_factor=4, fma=4,
         broadcast=8, vector_move=7,
-        scalar_op=32 - 3 * 8, hsum=160, parallel_setup=40_000, parallel_iter=12)
+        scalar_op=32 - 3 * 8, hsum=160, parallel_setup=40_000, parallel_iter=12,
+        llc_run=360)  # not measured in NS: as gl_run
+
+
+def test_llc_run_is_a_strided_line_in_the_last_level_cache_beyond_a_streamed_one():
+    assert fit(NS | {"llc_line": 1.0, "llc_line_strided": 5.0}).llc_run == 80
+    assert fit(NS | {"llc_line": 1.0, "llc_line_strided": 0.9}).llc_run == 0
+
+
+def test_calibration_without_the_llc_run_prices_runs_in_cache_as_in_main_memory():
+    d = fit(NS).to_json()
+    del d["llc_run"]
+    assert CostConstants.from_json(d).llc_run == d["gl_run"] == 360
 
 
 def test_calibration_file_round_trips_and_renames_the_target(tmp_path):
@@ -108,7 +120,7 @@ def test_calibrate_command_writes_constants_that_synth_uses(tmp_path):
     from morello.db import stats
 
     fp = CostConstants.from_json(out["constants"]).fingerprint()
-    assert [c["target"] for c in stats(db)["contexts"]] == [f"avx2@{fp}"]
+    assert [c["target"] for c in stats(db)["contexts"]] == [f"avx2-llc@{fp}"]  # in_llc
 
 
 def test_missing_calibration_file_is_one_line_error(tmp_path):

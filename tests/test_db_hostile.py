@@ -60,7 +60,8 @@ def the_spec():
 
 
 def target():
-    return parse_target("avx2", 1, None)
+    """The target the query is searched for (its LLC variant: ``api.problem_target``)."""
+    return api.problem_target(parse_target("avx2", 1, None), the_spec())
 
 
 @pytest.fixture(autouse=True)

@@ -89,7 +89,7 @@ def test_an_elementwise_output_larger_than_the_cache_is_stored_from_an_l1_buffer
 
 def test_a_softmax_in_cache_keeps_cached_stores():
     program = morello.synthesize(morello.softmax(64, 4096), target=AVX2, db=False)
-    assert program.target.name == "avx2"
+    assert program.target.name == "avx2-llc"
     kernels = _kernels(program)
     assert "StreamStore" not in kernels and "VectorDivScalarStream" not in kernels
     assert "Decompose(RF, variant=4)" not in kernels
@@ -162,3 +162,36 @@ def test_two_buffers_in_l1_are_one_allocation_for_the_dp():
     dram = AVX2.in_dram()
     sol, _ = Engine(dram).solve(spec)
     assert sol is not None and sol.cost.main == exhaustive_main_cost(spec, dram)
+
+
+def test_a_problem_within_the_last_level_cache_starts_its_runs_from_l3():
+    """Within the LLC the search's target is ``in_llc``: a run starts at ``llc_run``, long
+    or short (no ramp); beyond it the target keeps main memory's starts (a matmul) or
+    takes the DRAM variant (a memory-bound kind). Each is a target of its own."""
+    from morello.api import problem_target
+    from morello.cost import run_cost
+
+    llc = AVX2.in_llc()
+    assert llc.name == "avx2-llc" and llc.in_llc() is llc and llc.db_key != AVX2.db_key
+    assert AVX2.in_dram().in_llc().gl_in_dram  # a DRAM variant stays one
+    assert _target_named("avx2-llc@0123abcd").gl_in_llc
+    k = AVX2.costs
+    assert run_cost(64, llc) == run_cost(1 << 20, llc) == k.llc_run < k.gl_run
+    assert run_cost(1 << 20, AVX2) == k.gl_run + k.gl_ramp
+    small = morello.matmul(64, 64, 64)
+    assert problem_target(AVX2, small).name == "avx2-llc"
+    assert morello.synthesize(small, db=False).target.name == "avx2-llc"
+    big = morello.matmul(1, 4096, 8192, dtypes=("f32", "bf16", "f32"))  # 64 MiB of W
+    assert problem_target(AVX2, big) is AVX2
+    assert problem_target(AVX2, morello.softmax(4096, 4096)).name == "avx2-dram"
+
+
+def test_the_native_core_and_the_python_expansion_agree_within_the_cache():
+    from morello.search import Engine
+
+    llc = AVX2.in_llc()
+    for spec in (morello.matmul(1, 64, 256, dtypes=("f32", "bf16", "f32")),
+                 morello.matmul(8, 16, 24), morello.softmax(3, 200)):
+        a, _ = Engine(llc).solve(spec)
+        b, _ = Engine(llc, native=False).solve(spec)
+        assert a is not None and a.cost == b.cost

@@ -543,10 +543,15 @@ def dot_sums_cost(n: int, t: Target) -> int:
 
 
 def _axpy_check(spec: Spec, target: Target) -> Reason:
+    return axpy_why_not(spec, 16)
+
+
+def axpy_why_not(spec: Spec, block: int) -> Reason:
+    """WidenAxpyLoop's rule, for vectors of ``block`` bf16 (16: ymm, 32: zmm)."""
     lhs, rhs, out = spec.operands
     b, m, k, n = spec.shape
-    if (b, m) != (1, 1) or n % 16 or n > 64:
-        return "needs a [1,1,k]x[1,k,n] product, n a multiple of 16 up to 64"
+    if (b, m) != (1, 1) or n % block or n > 64:
+        return f"needs a [1,1,k]x[1,k,n] product, n a multiple of {block} up to 64"
     if lhs.level is not Level.L1 or not lhs.contiguous or lhs.dtype is not Dtype.F32:
         return "lhs must be contiguous f32 in L1"
     if rhs.dtype is not Dtype.BF16 or rhs.level.counts_registers:
@@ -563,13 +568,21 @@ AXPY_PREFETCH_MIN_K = 16
 
 
 def _axpy_emit(w, spec, ops, vt) -> None:
+    axpy_emit(w, spec, ops, wide=False)
+
+
+def axpy_emit(w, spec, ops, wide: bool) -> None:
     """Rows of bf16 weights scaled by x and summed, widened without a shuffle: each
-    32-bit lane of 16 loaded bf16 holds an even and an odd column, so the even columns
-    accumulate the lane shifted left by 16 and the odd ones the lane masked; the two
-    are interleaved back into out once, after all of k."""
+    32-bit lane of 16 (``wide``: 32, in zmm registers) loaded bf16 holds an even and an
+    odd column, so the even columns accumulate the lane shifted left by 16 and the odd
+    ones the lane masked; the two are interleaved back into out once, after all of k."""
     lhs, rhs, out = ops
     k, n = spec.shape[2], spec.shape[3]
-    nb = n // 16
+    block = 32 if wide else 16
+    nb = n // block
+    P, V = ("_mm512", "__m512") if wide else ("_mm256", "__m256")
+    load, si = (("_mm512_loadu_si512((const void *)", "si512") if wide
+                else ("_mm256_loadu_si256((const __m256i *)", "si256"))
     # Beyond the last-level cache (``OperandView.prefetch_lines``), the lines some way
     # along each row into L2, at most an eighth of a whole row of W ahead (further, they
     # land in another row): 1x2048x16384 from main memory on a Zen 4 host, hand loops, 25
@@ -577,13 +590,13 @@ def _axpy_emit(w, spec, ops, vt) -> None:
     row_lines = rhs.ref.buffer.tensor.shape[-1] * rhs.spec.dtype.size // 64
     ahead = min(rhs.prefetch_lines, row_lines // 8)
     with w.block("{"):
-        w.line("const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);")
+        w.line(f"const {V}i hi = {P}_set1_epi32((int)0xFFFF0000u);")
         w.line(f"const uint16_t *restrict row = {rhs.ptr(0)};")
         w.line(f"const long rs = {rhs.ptr_at((0, 1, 0)) + ' - row' if k > 1 else '0'};")
         for j in range(nb):
-            w.line(f"__m256 e{j} = _mm256_setzero_ps(), o{j} = _mm256_setzero_ps();")
+            w.line(f"{V} e{j} = {P}_setzero_ps(), o{j} = {P}_setzero_ps();")
         with w.block(f"for (long q = 0; q < {k}; q++, row += rs) {{"):
-            w.line(f"const __m256 x = _mm256_set1_ps(*{lhs.ptr('q')});")
+            w.line(f"const {V} x = {P}_set1_ps(*{lhs.ptr('q')});")
             # This row's lines four column tiles ahead, which the loop over tiles reads
             # soon, where the kernel walks a long k itself (down a column of tiles: from
             # main memory, 1x2048x16384, benchmarks/ab_programs.py, without prefetches
@@ -602,12 +615,15 @@ def _axpy_emit(w, spec, ops, vt) -> None:
                     w.line(f"_mm_prefetch((const char *)row + {64 * ahead + line}, "
                            "_MM_HINT_T1);")
             for j in range(nb):
-                w.line(f"__m256i w{j} = _mm256_loadu_si256((const __m256i *)"
-                       f"(row + {16 * j})); {pin_widened(rhs, f'w{j}')}")
-                w.line(f"e{j} = _mm256_fmadd_ps(x, _mm256_castsi256_ps("
-                       f"_mm256_slli_epi32(w{j}, 16)), e{j});")
-                w.line(f"o{j} = _mm256_fmadd_ps(x, _mm256_castsi256_ps("
-                       f"_mm256_and_si256(w{j}, hi)), o{j});")
+                w.line(f"{V}i w{j} = {load}(row + {block * j})); "
+                       f"{pin_widened(rhs, f'w{j}')}")
+                w.line(f"e{j} = {P}_fmadd_ps(x, {P}_cast{si}_ps("
+                       f"{P}_slli_epi32(w{j}, 16)), e{j});")
+                w.line(f"o{j} = {P}_fmadd_ps(x, {P}_cast{si}_ps("
+                       f"{P}_and_{si}(w{j}, hi)), o{j});")
+        if wide:
+            _axpy_interleave16(w, out, nb)
+            return
         for j in range(nb):
             # [e0 o0 e1 o1 | e4 o4 e5 o5] and [e2 o2 e3 o3 | e6 o6 e7 o7]: columns 0-7
             # are the low halves of both, 8-15 the high ones.
@@ -619,10 +635,32 @@ def _axpy_emit(w, spec, ops, vt) -> None:
                        f"_mm256_permute2f128_ps(l{j}, h{j}, {imm})));")
 
 
+def _axpy_interleave16(w, out, nb: int) -> None:
+    """out += the even and odd columns of WidenAxpyLoop16, interleaved: unpacking puts
+    columns 0-3 | 8-11 | 16-19 | 24-27 in the 128-bit lanes of l and 4-7 | 12-15 | ...
+    in those of h; a two-source permute of each takes 16 columns in order."""
+    w.line("const __m512i lo16 = _mm512_set_epi32(23, 22, 21, 20, 7, 6, 5, 4, "
+           "19, 18, 17, 16, 3, 2, 1, 0);")
+    w.line("const __m512i hi16 = _mm512_set_epi32(31, 30, 29, 28, 15, 14, 13, 12, "
+           "27, 26, 25, 24, 11, 10, 9, 8);")
+    for j in range(nb):
+        w.line(f"const __m512 l{j} = _mm512_unpacklo_ps(e{j}, o{j}), "
+               f"h{j} = _mm512_unpackhi_ps(e{j}, o{j});")
+        for half, idx in ((0, "lo16"), (1, "hi16")):
+            p = out.ptr(32 * j + 16 * half)
+            w.line(f"_mm512_storeu_ps({p}, _mm512_add_ps(_mm512_loadu_ps({p}), "
+                   f"_mm512_permutex2var_ps(l{j}, {idx}, h{j})));")
+
+
 def _axpy_cost(s: Spec, t: Target) -> int:
+    return axpy_cost(s, t, 16)
+
+
+def axpy_cost(s: Spec, t: Target, block: int) -> int:
+    """WidenAxpyLoop's cost, for vectors of ``block`` bf16."""
     k, n = s.shape[2], s.shape[3]
     c = t.costs
-    nb = n // 16
+    nb = n // block
     rhs = s.operands[1]
     # Per row of k: a broadcast, and per 16 columns a load, a shift and a mask (half a
     # vector move each, as in the odd/even dot loop) and two FMAs; at least the FMA
