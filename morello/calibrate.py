@@ -543,7 +543,13 @@ def fit(ns: dict) -> CostConstants:
         return x / unit
 
     l1 = max(1, round(u(ns["l1_line"])))
-    vm = max(1, round(u(ns["vector_move"])))
+    # A vector move is priced at what its copy loop takes for a load and a store
+    # together: the model has no store term of its own, and charges moves both ways (a C
+    # tile's load and its store, a pack's read and write). At the time of one move (a
+    # store-bound loop: half of it), this Zen 4 host's calibration gave 4, and the search
+    # packed 1024^3 on avx512 to 0.89-0.93x the built-in constants' program; at the
+    # pair's, 8: 0.99-1.03x from 64^3 to 1024^3 (ab_programs, 7 rounds).
+    vm = max(1, round(u(2 * ns["vector_move"])))
     run = max(0, round(u(ns["gl_line_strided"] - ns["gl_line"])))
     ramp = max(0, round(u(ns["run_restart"] - (ns["gl_line_strided"] - ns["gl_line"]))))
     return CostConstants(

@@ -45,7 +45,8 @@ class CostConstants:
     strided_factor: int   # L1 lines of a non-contiguous tensor cost this many times more
     fma: int              # one vector FMA inside a register tile (BroadcastVecMultAdd)
     broadcast: int        # the broadcast of a scalar of lhs, per BroadcastVecMultAdd
-    vector_move: int      # one vector load or store between L1 and a register
+    vector_move: int      # one vector load or store between L1 and a register (calibrate:
+                          # the time of a load and a store in a copy loop, see fit)
     scalar_op: int        # a scalar multiply-add, copy or store (operand traffic excluded)
     hsum: int             # a horizontal sum of one vector (end of DotProductLoop)
     parallel_setup: int   # start and join a parallel loop
