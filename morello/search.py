@@ -112,10 +112,10 @@ class Engine:
                                max_kernels, [lvl.counts_registers for lvl in LEVELS],
                                self._table_of)
         t = target
+        run, ramp = t.run_costs()
         self.expander = Expander(self.graph, self if native else None, self._compile,
                                  t.processors, t.parallel_setup_cost, t.parallel_iter_cost,
-                                 tile_size_table(t), t.run_costs()[0], t.prefetch_streams,
-                                 t.run_costs()[1], RAMP_BYTES)
+                                 tile_size_table(t), run, t.prefetch_streams, ramp, RAMP_BYTES)
         self.solver = Solver(self.graph, self.expander)
         self.forms: dict[tuple, int] = {}
         self.form_keys: list[tuple] = []

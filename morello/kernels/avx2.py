@@ -621,35 +621,22 @@ def axpy_emit(w, spec, ops, wide: bool) -> None:
                        f"{P}_slli_epi32(w{j}, 16)), e{j});")
                 w.line(f"o{j} = {P}_fmadd_ps(x, {P}_cast{si}_ps("
                        f"{P}_and_{si}(w{j}, hi)), o{j});")
+        # Unpacking puts even and odd columns side by side per 128-bit lane: ymm l = columns
+        # 0-3 | 8-11 and h = 4-7 | 12-15 (zmm: 0-3 | 8-11 | 16-19 | 24-27 and 4-7 | ...),
+        # so each half of the block's columns is a lane permute of l and h.
         if wide:
-            _axpy_interleave16(w, out, nb)
-            return
+            w.line("const __m512i lo16 = _mm512_set_epi32(23, 22, 21, 20, 7, 6, 5, 4, "
+                   "19, 18, 17, 16, 3, 2, 1, 0);")
+            w.line("const __m512i hi16 = _mm512_set_epi32(31, 30, 29, 28, 15, 14, 13, 12, "
+                   "27, 26, 25, 24, 11, 10, 9, 8);")
         for j in range(nb):
-            # [e0 o0 e1 o1 | e4 o4 e5 o5] and [e2 o2 e3 o3 | e6 o6 e7 o7]: columns 0-7
-            # are the low halves of both, 8-15 the high ones.
-            w.line(f"const __m256 l{j} = _mm256_unpacklo_ps(e{j}, o{j}), "
-                   f"h{j} = _mm256_unpackhi_ps(e{j}, o{j});")
-            for half, imm in ((0, "0x20"), (1, "0x31")):
-                p = out.ptr(16 * j + 8 * half)
-                w.line(f"_mm256_storeu_ps({p}, _mm256_add_ps(_mm256_loadu_ps({p}), "
-                       f"_mm256_permute2f128_ps(l{j}, h{j}, {imm})));")
-
-
-def _axpy_interleave16(w, out, nb: int) -> None:
-    """out += the even and odd columns of WidenAxpyLoop16, interleaved: unpacking puts
-    columns 0-3 | 8-11 | 16-19 | 24-27 in the 128-bit lanes of l and 4-7 | 12-15 | ...
-    in those of h; a two-source permute of each takes 16 columns in order."""
-    w.line("const __m512i lo16 = _mm512_set_epi32(23, 22, 21, 20, 7, 6, 5, 4, "
-           "19, 18, 17, 16, 3, 2, 1, 0);")
-    w.line("const __m512i hi16 = _mm512_set_epi32(31, 30, 29, 28, 15, 14, 13, 12, "
-           "27, 26, 25, 24, 11, 10, 9, 8);")
-    for j in range(nb):
-        w.line(f"const __m512 l{j} = _mm512_unpacklo_ps(e{j}, o{j}), "
-               f"h{j} = _mm512_unpackhi_ps(e{j}, o{j});")
-        for half, idx in ((0, "lo16"), (1, "hi16")):
-            p = out.ptr(32 * j + 16 * half)
-            w.line(f"_mm512_storeu_ps({p}, _mm512_add_ps(_mm512_loadu_ps({p}), "
-                   f"_mm512_permutex2var_ps(l{j}, {idx}, h{j})));")
+            w.line(f"const {V} l{j} = {P}_unpacklo_ps(e{j}, o{j}), "
+                   f"h{j} = {P}_unpackhi_ps(e{j}, o{j});")
+            for half in (0, 1):
+                pick = (f"_mm512_permutex2var_ps(l{j}, {('lo16', 'hi16')[half]}, h{j})" if wide
+                        else f"_mm256_permute2f128_ps(l{j}, h{j}, {('0x20', '0x31')[half]})")
+                p = out.ptr(block * j + block // 2 * half)
+                w.line(f"{P}_storeu_ps({p}, {P}_add_ps({P}_loadu_ps({p}), {pick}));")
 
 
 def _axpy_cost(s: Spec, t: Target) -> int:
