@@ -105,6 +105,10 @@ class OperandView:
         self.prefetch_lines = 0
         # Whether this is such an operand (main memory, the problem beyond the LLC).
         self.from_dram = False
+        # For such an operand, how far ahead (in bytes of it read in between) a kernel may
+        # prefetch lines into L2 and find them there: L2 as the target sizes it (256 KiB;
+        # hosts have 512 KiB to 2 MiB).
+        self.prefetch_room = 0
 
     def _offset(self) -> Offset:
         b = self.ref.buffer
@@ -186,6 +190,8 @@ class _Emitter:
                     if op.spec.level is Level.GL:
                         op.prefetch_lines = self.target.costs.gl_prefetch
                         op.from_dram = True
+                        op.prefetch_room = (self.target.capacity[Level.L2]
+                                            * self.target.line_bytes)
             asked = self._ask_prefetch(impl, ops)
             kernel = self.kernels.by_name[node.kernel]
             kernel.emit(self.w, impl.spec, ops, self.kernels.vector_type)

@@ -243,9 +243,30 @@ def test_widen_axpy_prefetches_into_l2_beyond_the_last_level_cache():
     for llc, want in ((64 << 10, True), (AVX2.llc_bytes, False)):
         prog = schedule(spec, steps, replace(AVX2, llc_bytes=llc))
         assert ("+ 512, _MM_HINT_T1);" in prog.c_source) is want, prog.impl.pformat()
+        # and the same lines 8 rows below, which the next iteration of Split(8) reads
+        assert ("(row + 8 * rs), _MM_HINT_T1);" in prog.c_source) is want
         assert ('__asm__("" : "+v"(w0));' in prog.c_source) is not want  # kernels.base
         ok, err = prog.verify(prog.compile())
         assert ok, err
+
+
+@pytest.mark.isa("avx2")
+@pytest.mark.parametrize("n, below", [(16384, True), (32768, False)])
+def test_widen_axpy_prefetches_rows_below_only_within_l2(n, below):
+    """Beyond the last-level cache, WidenAxpyLoop also prefetches its lines in the rows
+    that the enclosing Split(8) reads next, when those come no more than L2's 256 KiB
+    later (8 rows of 16384 bf16: 256 KiB; of 32768: 512 KiB, which L2 would lose)."""
+    from dataclasses import replace
+
+    from morello import Move, Select, Split, TileOut, ToAccum, schedule
+    spec = morello.matmul(1, 16, n, dtypes=("f32", "bf16", "f32"))
+    steps = [Move(0, Level.L1), Move(2, Level.L2), ToAccum(), None, Split(8),
+             TileOut(2, 64), Move(2, Level.L1), Select("WidenAxpyLoop")]
+    prog = schedule(spec, steps, replace(AVX2, llc_bytes=64 << 10))
+    assert "_MM_HINT_T1);" in prog.c_source, prog.impl.pformat()
+    assert ("(row + 8 * rs), _MM_HINT_T1);" in prog.c_source) is below
+    ok, err = prog.verify(prog.compile())
+    assert ok, err
 
 
 @pytest.mark.isa("avx2")
