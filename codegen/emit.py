@@ -98,6 +98,9 @@ class OperandView:
         # from any element of this view to the same element of that tile (0 on the
         # loop's last iteration). A kernel that emits the prefetches sets ``prefetched``.
         self.next_tile: str | None = None
+        # Where to: L2 in a problem beyond the last-level cache, where the next tile comes
+        # from DRAM; else L1 (``_Emitter._stream_next``).
+        self.next_tile_hint = "_MM_HINT_T0"
         self.prefetched = False
         # Lines ahead along a long run of this operand that the kernel may prefetch into
         # L2 (``CostConstants.gl_prefetch``): set for main-memory operands of a problem
@@ -272,16 +275,23 @@ class _Emitter:
         (``OperandView.next_tile``) if it can. Only for tiles that are one contiguous run
         and fit half of L1 beside this one. (4096x4096 softmax, AVX2, one thread: 1.19x
         in paired hand tests, with the prefetches in the exp pass; 0.96x in the max
-        pass, 0.86x all issued at the start of the iteration.) Returns how many
-        operands it asked for (kept in ``self.next_tiles`` while the body is emitted)."""
+        pass, 0.86x all issued at the start of the iteration.) Beyond the last-level
+        cache, into L2 instead, and tiles up to half of L2: into L1 the next 4096-float
+        row evicted this one's (48 KiB), and rows of 32 KiB went without. Paired against
+        into L1 within half L1 (benchmarks/ab_programs.py --op softmax, 9 rounds), AVX2
+        (AVX-512): 4096x4096 1.05x (1.08x), 8192x2048 1.10x (1.16x), 2048x8192 1.13x
+        (1.06x), 1024x16384 1.06x (1.16x). Within the cache, into L2 was 0.98-0.99x
+        (attention 512x64). Returns how many operands it asked for (kept in
+        ``self.next_tiles`` while the body is emitted)."""
         reads = body.spec.kind.info.reads
         writes = body.spec.kind.info.writes
-        room = self.target.capacity[Level.L1] * self.target.line_bytes // 2
+        level = Level.L2 if self.dram else Level.L1
+        room = self.target.capacity[level] * self.target.line_bytes // 2
         pushed = 0
         for o, (r, d) in enumerate(zip(refs, dims)):
             t = body.spec.operands[o]
             if (d is None or r.buffer.registers or o not in reads or o in writes
-                    or t.level is not Level.GL or not t.contiguous
+                    or r.buffer.tensor.level is not Level.GL or not t.contiguous
                     or not self.target.line_bytes <= t.bytes <= room or var.extent < 2):
                 continue
             here = OperandView(r, t)._offset()
@@ -292,7 +302,8 @@ class _Emitter:
             if not step:
                 continue
             self.next_tiles.append(_NextTile(
-                r.buffer, f"{var.name} + 1 < {var.extent} ? {step} : 0"))
+                r.buffer, f"{var.name} + 1 < {var.extent} ? {step} : 0",
+                "_MM_HINT_T1" if self.dram else "_MM_HINT_T0"))
             pushed += 1
         return pushed
 
@@ -311,6 +322,7 @@ class _Emitter:
                     nt.passes.add(id(impl))  # unrolled copies of one pass count once
                     if len(nt.passes) == 2 and ops[i].next_tile is None:
                         ops[i].next_tile = nt.offset
+                        ops[i].next_tile_hint = nt.hint
                         asked.append((i, nt))
                     break
         return asked
@@ -393,6 +405,7 @@ class _NextTile:
 
     buffer: Buffer
     offset: str
+    hint: str  # _MM_HINT_T0 or _MM_HINT_T1
     passes: set[int] = field(default_factory=set)
     done: bool = False
 

@@ -272,3 +272,20 @@ def test_a_row_loop_prefetches_the_next_rows_in_its_exp_pass(db):
     assert "_next" not in relu.c_source
     ok, err = relu.verify()
     assert ok, err
+    assert "_MM_HINT_T0" in c and "_MM_HINT_T1" not in c  # within the LLC: into L1
+
+
+@pytest.mark.parametrize("cols", [1024, 8192])
+def test_beyond_the_last_level_cache_the_next_rows_go_into_l2(cols):
+    """Where the problem streams from DRAM (here past an LLC of 256 KiB), the next rows are
+    prefetched into L2, and rows too long for half of L1 (8192 floats: 32 KiB) are
+    prefetched too (``_stream_next``). The programs still match numpy."""
+    from dataclasses import replace
+
+    prog = morello.synthesize(morello.softmax(64, cols),
+                              replace(AVX2, llc_bytes=256 << 10), db=False)
+    c = prog.c_source
+    assert prog.target.gl_in_dram and c.count("p0_next = ") == 1, prog.impl.pformat()
+    assert "_MM_HINT_T1" in c and "_MM_HINT_T0" not in c
+    ok, err = prog.verify()
+    assert ok, err

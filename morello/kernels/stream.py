@@ -114,30 +114,28 @@ def _at(p: str, off: int | str) -> str:
     return p if off == 0 else f"{p} + {off}"
 
 
-def next_tile(w, view, ptr: str) -> str | None:
+def next_tile(w, view, ptr: str) -> tuple[str, str] | None:
     """If the emitter asks this kernel to prefetch the next tile of an enclosing loop
     through ``view`` (``OperandView.next_tile``, see ``morello.codegen.emit``), declare
     a pointer to the element of that tile that matches ``ptr`` (a local pointer to the
-    view's origin) and return its name; else None. Pass it to ``prefetch_lines`` in the
-    kernel's main loop."""
+    view's origin) and return its name and the prefetch hint; else None. Pass it to
+    ``prefetch_lines`` in the kernel's main loop."""
     if view.next_tile is None:
         return None
     view.prefetched = True
     w.line(f"const float *{ptr}_next = {ptr} + ({view.next_tile});")
-    return f"{ptr}_next"
+    return f"{ptr}_next", view.next_tile_hint
 
 
-def prefetch_lines(w, nxt: str | None, q: str, floats: int) -> None:
-    """Prefetch into L2 the lines of ``nxt[q .. q + floats)`` (one per 64 bytes, the
-    loop's step): ``floats`` a multiple of 16. Not into L1: there the next tile would
-    evict this pass's own (a 4096-float softmax row read, one written, one prefetched: 48
-    KiB). 4096x4096 softmax from main memory, hand-edited programs against the same
-    prefetches into L1, 9 alternating rounds: AVX-512 1.14-1.16x, AVX2 1.02x."""
+def prefetch_lines(w, nxt: tuple[str, str] | None, q: str, floats: int) -> None:
+    """Prefetch the lines of ``nxt[q .. q + floats)`` (one per 64 bytes, the loop's
+    step; ``nxt`` from ``next_tile``): ``floats`` a multiple of 16."""
     if nxt is None:
         return
+    name, hint = nxt
     for b in range(0, floats * 4, 64):
-        w.line(f"_mm_prefetch((const char *)({nxt} + {q}){f' + {b}' if b else ''}, "
-               "_MM_HINT_T1);")
+        w.line(f"_mm_prefetch((const char *)({name} + {q}){f' + {b}' if b else ''}, "
+               f"{hint});")
 
 
 def _stream_emit(w, v: Width, n: int, reads: list[str], write: str, vop, sop,
