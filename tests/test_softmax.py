@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import morello
 from morello.codegen import compile_c
 from morello.codegen.emit import partial
-from morello.memory import AVX2
+from morello.memory import AVX2, Level
 from morello.rewrites import Decompose, TileOut
 from morello.verify import compare
 
@@ -287,5 +287,27 @@ def test_beyond_the_last_level_cache_the_next_rows_go_into_l2(cols):
     c = prog.c_source
     assert prog.target.gl_in_dram and c.count("p0_next = ") == 1, prog.impl.pformat()
     assert "_MM_HINT_T1" in c and "_MM_HINT_T0" not in c
+    ok, err = prog.verify()
+    assert ok, err
+
+
+def test_beyond_the_last_level_cache_long_rows_keep_their_exps_in_an_l2_row():
+    """Rows too long for L1 (8192 floats) of a problem beyond the LLC (here 256 KiB): the
+    exps go once into a row buffer in L2, written and summed over tiles of the row, then
+    divided into the output as it is stored past the caches: one exp per element, where
+    the L1 row of the 4096-float case does not fit. It matches numpy."""
+    from dataclasses import replace
+
+    from morello.rewrites import Decompose
+    from morello.rewrites.decompose import ROW_LEVELS
+
+    prog = morello.synthesize(morello.softmax(16, 8192), replace(AVX2, llc_bytes=256 << 10),
+                              db=False)
+    rows = [n for n in prog.impl.walk() if isinstance(n.action, Decompose)
+            and (n.spec.kind, n.action.variant) in ROW_LEVELS]
+    assert rows, prog.impl.pformat()
+    assert rows[0].action.row_buffer(rows[0].spec).level is Level.L2
+    assert "morello_exp8_neg" in prog.c_source and "_mm256_stream_ps" in prog.c_source
+    assert prog.c_source.count("morello_exp8_neg(") <= 3  # the exps in one pass, not two
     ok, err = prog.verify()
     assert ok, err

@@ -14,7 +14,8 @@ DivReduced{d}(denom, dst)``: the exps written once, summed, and divided in place
 ``SoftmaxUnscaled{d}(src, max, dst, denom); DivReduced{d}(denom, dst)``, the sum taken as
 the exps are written; or, for problems in DRAM (``Target.in_dram``), ``SoftmaxUnscaled{d}(src,
 max, row, denom); DivReducedInto{d}(denom, row, dst)``, the exps kept in a second buffer,
-an L1 row, and divided into dst as it is stored past the caches. And the online
+an L1 row, and divided into dst as it is stored past the caches (rows longer than L1
+holds: an L2 row, the exps written over tiles of it). And the online
 (one-pass) softmax::
 
     Softmax{d}(src, dst)             -> alloc max;   SoftmaxOnline{d}(src, max, dst)
@@ -72,6 +73,10 @@ DECOMPOSITIONS: dict[PrimKind, tuple[tuple[tuple, ...], ...]] = {
         # (median 1.16) over the exps written into dst, at 4096x4096 on a Zen 3 host.
         ((PrimKind.SOFTMAX_UNSCALED, (0, 1, NEW2, NEW)),
          (PrimKind.DIV_REDUCED_INTO, (NEW, NEW2, 2))),
+        # The same for rows longer than L1 holds: the row in L2 (``ROW_LEVELS``), its exps
+        # written and summed over tiles of it.
+        ((PrimKind.FILL, (NEW,), (0.0,)), (PrimKind.SOFTMAX_UNSCALED_ACCUM, (0, 1, NEW2, NEW)),
+         (PrimKind.DIV_REDUCED_INTO, (NEW, NEW2, 2))),
     ),
     # With extent 1 at the broadcast dim, the bias has the output's shape: an Add. (A
     # row without NEW allocates nothing; it applies where its steps' shapes fit.)
@@ -80,6 +85,9 @@ DECOMPOSITIONS: dict[PrimKind, tuple[tuple[tuple, ...], ...]] = {
     ),
 }
 
+
+# (kind, variant) -> the level of its second buffer (NEW2), where not L1.
+ROW_LEVELS: dict[tuple[PrimKind, int], Level] = {(PrimKind.SOFTMAX_GIVEN_MAX, 5): Level.L2}
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,13 +115,14 @@ class Decompose:
         return new_buffer(shape, src.dtype, self.level)
 
     def row_buffer(self, spec: Spec):
-        """The second buffer (NEW2), if the decomposition has one: an L1 row of the
-        output's shape."""
+        """The second buffer (NEW2), if the decomposition has one: a row of the output's
+        shape, in L1 or as ``ROW_LEVELS`` says."""
         steps = self.steps(spec)
         if steps is None or not any(NEW2 in step[1] for step in steps):
             return None
         out = spec.operands[spec.kind.info.output]
-        return new_buffer(out.shape, out.dtype, Level.L1)
+        level = ROW_LEVELS.get((spec.kind, self.variant), Level.L1)
+        return new_buffer(out.shape, out.dtype, level)
 
     def expand(self, spec: Spec, target: Target) -> Expansion | None:
         steps = self.steps(spec)
@@ -135,7 +144,7 @@ class Decompose:
             units = 0 if new.level is Level.GL else new.units(target)
         own = list(own_units(self.level, units))
         if row is not None:
-            own[Level.L1] += row.units(target)
+            own[row.level] += row.units(target)
         # Each level's units subtracted at once, as the DP subtracts ``own``: two buffers in
         # L1 subtracted one after the other would round the limit down twice.
         for lvl, u in enumerate(own):
@@ -184,6 +193,7 @@ def identity() -> list:
     """What action indices of decompositions depend on (for the actions fingerprint)."""
     return [[k.name, [[[s[0].name, list(s[1]), repr(s[2:])] for s in steps]
                       for steps in variants]]
-            for k, variants in DECOMPOSITIONS.items()] + [[lvl.name for lvl in BUFFER_LEVELS]]
+            for k, variants in DECOMPOSITIONS.items()] + [[lvl.name for lvl in BUFFER_LEVELS]] + [
+                [k.name, v, lvl.name] for (k, v), lvl in ROW_LEVELS.items()]
 
 
