@@ -120,6 +120,7 @@ class Decompose:
         steps = self.steps(spec)
         if steps is None or not any(NEW2 in step[1] for step in steps):
             return None
+        assert isinstance(spec.kind, PrimKind)  # steps() has none for a Chain
         out = spec.operands[spec.kind.info.output]
         level = ROW_LEVELS.get((spec.kind, self.variant), Level.L1)
         return new_buffer(out.shape, out.dtype, level)
