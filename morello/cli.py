@@ -463,8 +463,20 @@ def cmd_bench(args) -> int:
         print(json.dumps(result))
     else:
         for k, v in result.items():
+            if k == "target" and (gloss := _target_gloss(prog.target)):
+                v = f"{v} ({gloss})"
             print(f"{k:24} {v:.6g}" if isinstance(v, float) else f"{k:24} {v}")
     return 0 if ok else 1
+
+
+def _target_gloss(t) -> str:
+    """What a target variant's suffix means, for a reader of ``bench``'s table."""
+    if t.gl_in_llc:
+        return "the operands fit the last-level cache: main memory priced as L3"
+    if t.gl_in_dram:
+        return ("the operands exceed the last-level cache: main memory priced as DRAM, "
+                "writes with their write-back")
+    return ""
 
 
 def cmd_db(args) -> int:

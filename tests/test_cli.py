@@ -186,6 +186,13 @@ def test_one_db_keeps_the_results_of_several_thread_counts_apart(db):
         ["avx2-2t-llc", "avx2-llc"]  # within the last-level cache: Target.in_llc
 
 
+def test_bench_says_what_the_target_variant_means(db):
+    p = morello("bench", "matmul", "16", "16", "16", "--repeats", "1", tmp_db=db)
+    assert p.returncode == 0, p.stderr
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("target "))
+    assert "avx2-llc (the operands fit the last-level cache" in line, p.stdout
+
+
 def test_missing_c_compiler_is_reported(db):
     env = dict(os.environ, CC="/nonexistent/cc")
     assert_one_line_error(morello("run", "matmul", "2", "2", "2", env=env, tmp_db=db),
