@@ -7,10 +7,11 @@ optimal program.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
-from hypothesis import given, note, settings
+from hypothesis import example, given, note, settings
 from hypothesis import strategies as st
 
 import morello
@@ -23,10 +24,10 @@ from morello.rewrites import actions
 from morello.search import Engine
 
 
-def random_impl(spec, eng: Engine, rng: random.Random) -> Impl:
+def random_impl(spec, eng: Engine, rng: random.Random, target=AVX2) -> Impl:
     choices = []
-    for idx, act in enumerate(actions(spec, AVX2)):
-        exp = act.expand(spec, AVX2)
+    for idx, act in enumerate(actions(spec, target)):
+        exp = act.expand(spec, target)
         if exp is None:
             continue
         try:
@@ -36,19 +37,19 @@ def random_impl(spec, eng: Engine, rng: random.Random) -> Impl:
             continue
     assert choices, f"no satisfiable action for {spec}"
     idx, act, exp = rng.choice(choices)
-    kids = tuple(random_impl(c, eng, rng) for c in exp.children)
+    kids = tuple(random_impl(c, eng, rng, target) for c in exp.children)
     return Impl(spec, act, idx, kids, combine(exp.const, exp.coefs, exp.own,
                                               [k.cost for k in kids]))
 
 
-def compiled_random_impl(spec, seed: int) -> CompiledProgram:
-    """A random Impl of ``spec`` (``random_impl``), emitted and compiled; f32 operands,
-    every one but the last an input."""
-    eng = Engine(AVX2)
+def compiled_random_impl(spec, seed: int, target=AVX2) -> CompiledProgram:
+    """A random Impl of ``spec`` (``random_impl``) for ``target``, emitted and compiled;
+    f32 operands, every one but the last an input."""
+    eng = Engine(target)
     eng.solve(spec)
-    impl = random_impl(spec, eng, random.Random(seed))
+    impl = random_impl(spec, eng, random.Random(seed), target)
     note(impl.pformat())
-    src = emit_c(impl)
+    src = emit_c(impl, target)
     note(src)
     n = len(spec.operands)
     return CompiledProgram(compile_c(src, AVX2.cflags), [o.shape for o in spec.operands],
@@ -69,12 +70,17 @@ def test_random_impls_match_numpy(b, m, k, n, seed):
 
 @pytest.mark.isa("avx2")
 @settings(max_examples=25, deadline=None)
-@given(st.integers(1, 40), st.sampled_from([1, 7, 16, 33, 130, 1024]), st.integers(0, 10**6))
-def test_random_softmax_impls_match_numpy(rows, cols, seed):
+@given(st.integers(1, 40), st.sampled_from([1, 7, 16, 33, 130, 1024]), st.integers(0, 10**6),
+       st.booleans())
+@example(rows=4, cols=1024, seed=0, dram=True)
+def test_random_softmax_impls_match_numpy(rows, cols, seed, dram):
     """The same for row softmaxes: decompositions, row tiles, L1 and L2 views and the
     kernels of every pass in random combinations (and with them the next-tile prefetch
-    of ``codegen.emit``, wherever a random loop puts a second pass)."""
-    fn = compiled_random_impl(morello.softmax(rows, cols), seed)
+    of ``codegen.emit``, wherever a random loop puts a second pass); and, for the
+    target's DRAM variant (``Target.in_dram``), stores past the caches and the exps kept
+    in an L1 or L2 row."""
+    target = replace(AVX2, llc_bytes=1 << 10).in_dram() if dram else AVX2
+    fn = compiled_random_impl(morello.softmax(rows, cols), seed, target)
     x = np.random.default_rng(seed).uniform(-30, 30, (rows, cols)).astype(np.float32)
     e = np.exp(x - x.max(axis=1, keepdims=True))
     np.testing.assert_allclose(fn(x), e / e.sum(axis=1, keepdims=True), rtol=2e-5,
