@@ -463,8 +463,7 @@ def emit_c(impl: Impl, target: Target | None = None, threads: int = 1,
     info = spec.kind.info
     # Whether the main-memory operands stream from DRAM, not the last-level cache: then
     # kernels may prefetch ahead of the hardware (from L3 that made a matvec 0.8x).
-    dram = target.gl_in_dram or target.needs_dram(
-        sum(o.bytes for o in spec.operands if o.level is Level.GL))
+    dram = target.gl_in_dram or target.streams_from_dram(spec)
     e = _Emitter(target, threads, dram)
     names = info.operands
     fn = "kernel" if name is None else check_name(name)

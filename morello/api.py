@@ -562,8 +562,7 @@ def problem_target(tgt: Target, spec: Spec) -> Target:
     """The variant of ``tgt`` that prices ``spec``'s main memory where it lives: within
     the last-level cache ``Target.in_llc``; beyond it, for a memory-bound kind,
     ``Target.in_dram``; else ``tgt``."""
-    gl_bytes = sum(o.bytes for o in spec.operands if o.level is Level.GL)
-    if not tgt.needs_dram(gl_bytes):
+    if not tgt.streams_from_dram(spec):
         return tgt.in_llc()
     if spec.kind.info.staging == "views":
         # Memory-bound kinds only: a matmul's programs changed under the write-back

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from morello.costs import CostConstants
+
+if TYPE_CHECKING:
+    from morello.specs import Spec
 
 
 class Level(enum.IntEnum):
@@ -100,6 +104,11 @@ AVX2_COSTS = CostConstants(
 )
 
 
+# A matmul with fewer flops per byte of its main-memory operands reads them about once
+# per call (``Target.streams_from_dram``): a matrix-vector product has 1 to 2.
+STREAM_FLOPS_PER_BYTE = 8
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """Everything target-specific the search and the cost model need, in one place."""
@@ -158,6 +167,23 @@ class Target:
         """Whether a problem whose main-memory operands take ``operand_bytes`` in all
         streams them through DRAM: more than the last-level cache holds."""
         return operand_bytes > self.llc_bytes
+
+    def streams_from_dram(self, spec: Spec) -> bool:
+        """Whether ``spec``'s main-memory operands stream from DRAM: ``needs_dram``, or,
+        for a matmul that reads them about once per call (fewer than
+        ``STREAM_FLOPS_PER_BYTE`` flops per byte of them: a matrix-vector product), more
+        than three quarters of the last-level cache, which keeps that much between calls
+        only in part (it is shared with other cores, and a victim cache on AMD). bf16
+        matvecs on a Zen 4 host with 32 MiB, priced and emitted as from DRAM against as
+        from L3, paired (benchmarks/ab_programs.py, 7 rounds), avx2 and avx512, x.W and
+        W[N x K]: 24-29 MB (1x4096x3072, 1x2048x7168, 1x3000x5000) 1.20-1.62x; 16-22 MB
+        0.74-1.04x, so they stay in L3, as do f32 matmuls (20-24 MiB: 0.97-1.04x) and
+        softmaxes (1536x1536, 18 MiB in all: 0.71-0.79x)."""
+        gl = sum(o.bytes for o in spec.operands if o.level is Level.GL)
+        if self.needs_dram(gl):
+            return True
+        return (4 * gl > 3 * self.llc_bytes and spec.kind.info.staging == "full"
+                and spec.flops() < STREAM_FLOPS_PER_BYTE * gl)
 
     @property
     def db_key(self) -> str:

@@ -195,3 +195,29 @@ def test_the_native_core_and_the_python_expansion_agree_within_the_cache():
         a, _ = Engine(llc).solve(spec)
         b, _ = Engine(llc, native=False).solve(spec)
         assert a is not None and a.cost == b.cost
+
+
+def test_a_matvec_streams_from_dram_beyond_three_quarters_of_the_llc():
+    """A matmul that reads its operands about once per call (a matrix-vector product)
+    counts as streaming from DRAM from three quarters of the last-level cache (the cache
+    keeps that much between calls only in part): priced for the base target (no -llc)
+    and emitted with the prefetches of a problem beyond the cache. Heavier matmuls and
+    softmaxes of the same size stay in the LLC."""
+    from morello.api import problem_target
+
+    def mib(spec):
+        return sum(o.bytes for o in spec.operands) / 2**20
+
+    big = morello.matmul(1, 3072, 4352, dtypes=("f32", "bf16", "f32"))  # 25.5 MiB
+    small = morello.matmul(1, 2560, 4096, dtypes=("f32", "bf16", "f32"))  # 20 MiB
+    heavy = morello.matmul(1024, 2816, 1024)  # 26 MiB of f32, 6 GFLOP
+    soft = morello.softmax(1792, 1792)  # 24.5 MiB in and out
+    assert 24 < mib(big) < 32 and mib(small) < 24 < mib(heavy) < 32 and mib(soft) > 24
+    assert AVX2.streams_from_dram(big) and problem_target(AVX2, big).name == "avx2"
+    for spec in (small, heavy, soft):
+        assert not AVX2.streams_from_dram(spec)
+        assert problem_target(AVX2, spec).name == "avx2-llc"
+    prog = morello.synthesize(big, db=False)
+    assert "_MM_HINT_T1" in prog.c_source, prog.impl.pformat()
+    ok, err = prog.verify()
+    assert ok, err
