@@ -47,6 +47,18 @@ def test_only_matmul_moves_and_fills_leave_f32():
         morello.fill(8, value=-np.inf, dtype="s32")
 
 
+@pytest.mark.parametrize("shape", [(5, 3), (40, 40), (1,)])
+def test_bf16_fills_store_the_bits_of_their_value(shape):
+    """A bf16 fill with -inf stores 0xFF80 (the sweep found zeros: -INFINITY assigned to
+    a uint16_t), with 0 zeros; both match numpy exactly."""
+    for value, bits in ((-np.inf, 0xFF80), (0.0, 0)):
+        prog = morello.synthesize(morello.fill(*shape, value=value, dtype="bf16"), db=False)
+        out = prog.compile()()
+        assert (out.view(np.uint16) == bits).all(), prog.c_source
+        ok, err = prog.verify()
+        assert ok, err
+
+
 def _calibration(tmp_path, **changes) -> str:
     """A calibration file: the built-in AVX2 constants with ``changes``."""
     from dataclasses import replace

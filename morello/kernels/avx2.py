@@ -1182,7 +1182,7 @@ def _value_fill_check(spec: Spec, target: Target) -> Reason:
 
 
 def _value_fill_emit(w, spec, ops, vt) -> None:
-    w.line(f"{ops[0].lval()} = {c_value(spec.params[0])};")
+    w.line(f"{ops[0].lval()} = {c_value(spec.params[0], ops[0].spec.dtype)};")
 
 
 def _vector_fill_check(spec: Spec, target: Target) -> Reason:

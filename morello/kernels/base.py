@@ -23,6 +23,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from morello.cost import move_cost
 from morello.dtypes import Dtype
 from morello.kinds import PrimKind
@@ -68,8 +70,15 @@ def same_contiguous_f32(src: TensorSpec, dst: TensorSpec) -> Reason:
     return None
 
 
-def c_value(v: float) -> str:
-    """A fill value as a C float literal."""
+def c_value(v: float, dtype: Dtype = Dtype.F32) -> str:
+    """A fill value as a C literal of ``dtype``: a float for f32, the bit pattern for
+    bf16 (stored as uint16_t: a float assigned to it would be converted to an integer,
+    -inf to garbage), an integer for the integer dtypes."""
+    if dtype is Dtype.BF16:
+        bits = int(np.array(v, np.float32).astype(dtype.np).view(np.uint16))
+        return f"0x{bits:04X}u"
+    if not dtype.is_float:
+        return str(int(v))
     return "-INFINITY" if v == -math.inf else f"{v!r}f"
 
 
