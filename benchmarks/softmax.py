@@ -89,6 +89,49 @@ double copy_bench(const float *restrict x, float *restrict y, long n, long iters
     }
     return (morello_now() - t0) / (double)iters;
 }
+/* The passes over memory of morello's programs beyond the LLC with no arithmetic: a
+ * row's max; the row copied into a buffer of a row (L1) and summed, the next row asked
+ * into L2 meanwhile; the buffer scaled and stored past the caches. What those programs
+ * could reach with an exp for free. */
+double rows_bench(const float *restrict x, float *restrict y, long rows, long cols,
+                  long iters) {
+    float *buf = aligned_alloc(64, (size_t)(cols + 16) * 4);
+    if (buf == NULL) return -1.0;
+    double t0 = morello_now();
+    for (long it = 0; it < iters; it++) {
+        for (long i = 0; i < rows; i++) {
+            const float *r = x + i * cols, *next = r + (i + 1 < rows ? cols : 0);
+            float *d = y + i * cols;
+            __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
+            long q = 0;
+            for (; q + 16 <= cols; q += 16) {
+                m0 = _mm256_max_ps(m0, _mm256_loadu_ps(r + q));
+                m1 = _mm256_max_ps(m1, _mm256_loadu_ps(r + q + 8));
+            }
+            const __m256 mv = _mm256_set1_ps(morello_hmax8(_mm256_max_ps(m0, m1)));
+            __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+            for (q = 0; q + 16 <= cols; q += 16) {
+                _mm_prefetch((const char *)(next + q), _MM_HINT_T1);
+                const __m256 a = _mm256_sub_ps(_mm256_loadu_ps(r + q), mv),
+                             b = _mm256_sub_ps(_mm256_loadu_ps(r + q + 8), mv);
+                _mm256_store_ps(buf + q, a);
+                _mm256_store_ps(buf + q + 8, b);
+                s0 = _mm256_add_ps(s0, a);
+                s1 = _mm256_add_ps(s1, b);
+            }
+            const __m256 iv = _mm256_set1_ps(1.0f / morello_hsum8(_mm256_add_ps(s0, s1)));
+            q = 0;
+            for (; q < cols && ((uintptr_t)(d + q) & 31); q++) d[q] = buf[q];
+            for (; q + 8 <= cols; q += 8)
+                _mm256_stream_ps(d + q, _mm256_mul_ps(_mm256_loadu_ps(buf + q), iv));
+            for (; q < cols; q++) d[q] = buf[q];
+        }
+        _mm_sfence();
+        __asm__ volatile("" ::: "memory");
+    }
+    free(buf);
+    return (morello_now() - t0) / (double)iters;
+}
 double hand_bench(const float *x, float *y, long rows, long cols, long iters) {
     double t0 = morello_now();
     for (long it = 0; it < iters; it++) {
@@ -102,8 +145,9 @@ double hand_bench(const float *x, float *y, long rows, long cols, long iters) {
 
 def hand_softmax():
     """The hand loop, compiled for AVX2: ``run(x, y)`` on float32 rows, ``timer(x, y)``,
-    a timer of it inside C as ``c_timer`` times morello's, and ``copy_timer(x, y)``, of
-    the read and non-temporal write of ``x`` into ``y``."""
+    a timer of it inside C as ``c_timer`` times morello's, ``copy_timer(x, y)``, of
+    the read and non-temporal write of ``x`` into ``y``, and ``rows_timer(x, y)``, of
+    ``rows_bench`` (morello's passes over memory without the arithmetic)."""
     import ctypes
 
     from morello.codegen.build import compile_c
@@ -118,6 +162,8 @@ def hand_softmax():
     lib.hand_bench.restype = ctypes.c_double
     lib.copy_bench.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_long]
     lib.copy_bench.restype = ctypes.c_double
+    lib.rows_bench.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_long] * 3
+    lib.rows_bench.restype = ctypes.c_double
 
     def run(x: np.ndarray, y: np.ndarray) -> None:
         lib.hand_softmax(x.ctypes.data, y.ctypes.data, x.shape[0], x.shape[1])
@@ -131,7 +177,12 @@ def hand_softmax():
         args = (x.ctypes.data, y.ctypes.data, x.size)
         iters = max(1, int(0.02 / max(lib.copy_bench(*args, 1), 1e-9)))
         return lambda: min(lib.copy_bench(*args, iters) for _ in range(3))
-    return run, timer, copy_timer
+
+    def rows_timer(x: np.ndarray, y: np.ndarray):
+        args = (x.ctypes.data, y.ctypes.data, x.shape[0], x.shape[1])
+        iters = max(1, int(0.02 / max(lib.rows_bench(*args, 1), 1e-9)))
+        return lambda: min(lib.rows_bench(*args, iters) for _ in range(3))
+    return run, timer, copy_timer, rows_timer
 
 
 
@@ -163,7 +214,7 @@ def main() -> None:
           f"{hands} | numpy/morello | torch/morello | morello GB/s (% of read bw) | "
           "search s |")
     print("|---|" + "---|" * (2 * len(targets) + 7))
-    hand_run, hand_timer, copy_timer = hand_softmax()
+    hand_run, hand_timer, copy_timer, rows_timer = hand_softmax()
     trees = []
     stream_line = ""
     with tempfile.TemporaryDirectory() as d:
@@ -206,6 +257,7 @@ def main() -> None:
                 timers["stream"] = py_timer(
                     lambda x=x, sy=sy: np.multiply(x, np.float32(0.5), out=sy))
                 timers["copy"] = copy_timer(x, sy)
+                timers["passes"] = rows_timer(x, sy)
             times: dict[str, list[float]] = {k: [] for k in timers}
             bws = []
             for _ in range(args.rounds):  # interleaved: a neighbour's load hits all alike
@@ -245,7 +297,15 @@ def main() -> None:
                     "read of the output's lines), the least a one-pass softmax from memory "
                     f"moves: {med['copy'] / n * 1e9:.3f} ns/elem, "
                     f"{8 * n / med['copy'] / 1e9:.1f} GB/s; morello {last} at "
-                    f"{100 * ratio['copy']:.0f} % of its speed.")
+                    f"{100 * ratio['copy']:.0f} % of its speed. The passes over memory of "
+                    "morello's programs with no arithmetic (`rows_bench`: a row's max, the "
+                    "row copied into an L1 row and summed, the next row prefetched into L2, "
+                    "then scaled and stored past the caches): "
+                    f"{med['passes'] / n * 1e9:.3f} ns/elem, "
+                    f"{8 * n / med['passes'] / 1e9:.1f} GB/s "
+                    f"({100 * statistics.median(8 * n / t / 1e9 / b for t, b in zip(times['passes'], bws)):.0f}"
+                    f" % of the read bandwidth); morello {last} at "
+                    f"{100 * ratio['passes']:.0f} % of its speed.")
     if stream_line:
         print(stream_line)
     for shape, tree in trees:
