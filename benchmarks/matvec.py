@@ -19,9 +19,10 @@ the two are measured alike. The in-cache rows are measured against the same read
 over their weights' buffer (1 MiB) read 20 times, the best pass: a 1 MiB matvec reads
 its weights once per call, so it cannot run faster than the caches deliver them (on a
 Zen 4 host with 1 MiB of L2 they come partly from L3; a 1 byte-per-flop loop needs 32
-bytes per cycle for the AVX2 FMA peak, beyond what L2 delivers). Peak: ``cal_fma`` (12 chains); with ``--target avx512`` (morello's
-programs for AVX-512) the better of that and the same 12 chains in zmm registers (on
-Zen 4 the two are alike: it runs a zmm FMA as two halves).
+bytes per cycle for the AVX2 FMA peak, beyond what L2 delivers). Peak: ``cal_fma``
+(12 chains); with ``--target avx512`` (morello's programs for AVX-512) the better of that
+and the same 12 chains in zmm registers (on Zen 4 the two are alike: it runs a zmm FMA
+as two halves).
 """
 from __future__ import annotations
 

@@ -287,6 +287,8 @@ def main() -> None:
                   f"{gbs:.1f} ({100 * pct:.0f} % of {bw:.1f}) | {search:.2f} |", flush=True)
             trees.append((shape, prog.impl.pformat()))
             if "stream" in times:
+                passes_pct = statistics.median(8 * n / t / 1e9 / b
+                                               for t, b in zip(times["passes"], bws))
                 stream_line = (
                     f"\nA read-and-write stream over the same {shape[0]}×{shape[1]} input "
                     f"(numpy `x * 0.5` into another array, in the same rounds): "
@@ -303,8 +305,7 @@ def main() -> None:
                     "then scaled and stored past the caches): "
                     f"{med['passes'] / n * 1e9:.3f} ns/elem, "
                     f"{8 * n / med['passes'] / 1e9:.1f} GB/s "
-                    f"({100 * statistics.median(8 * n / t / 1e9 / b for t, b in zip(times['passes'], bws)):.0f}"
-                    f" % of the read bandwidth); morello {last} at "
+                    f"({100 * passes_pct:.0f} % of the read bandwidth); morello {last} at "
                     f"{100 * ratio['passes']:.0f} % of its speed.")
     if stream_line:
         print(stream_line)
