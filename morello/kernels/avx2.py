@@ -404,6 +404,12 @@ def _split_x(w, lhs, k: int) -> None:
 
 
 # Columns DotProductStripes reads side by side, each from its own stripe of the columns.
+# Tried against it beyond the LLC on a Zen 4 host (bf16 W[N x K], 2026-12-04): fewer
+# stripes (4 with 2 accumulators each, 2 with 4) 0.83-1.16x by the host's phase, 8 rows
+# adjacent 0.85-0.91x; DotProductRows with each line prefetched 256 lines ahead in a hand
+# loop 0.91-1.28x, and chosen by the search (priced at the stripes' price times the ratio
+# of their loops) 1.02-1.09x at 64-128 MiB of weights but 0.88-0.96x at 32-48 MiB, where
+# L3 keeps part of the stripes' weights between calls (ab_programs, 11 rounds): not taken.
 STRIPES = 8
 # The longest k it takes: its split copy of x (64 KiB on the stack) is read from L2, at
 # a line per 8 lines of weights.
