@@ -268,10 +268,11 @@ def random_user_spec(rng: np.random.Generator):
         return make(*shape, **kw), 2 if parallel else 1
 
 
-def sweep_one(spec, threads: int, db, seed: int = 0) -> tuple[bool, float]:
-    """Synthesize ``spec`` into ``db``, build, run it on random inputs, compare with
-    numpy: (matches, max abs error)."""
+def sweep_one(spec, threads: int, db, seed: int = 0,
+              target: str = "avx2") -> tuple[bool, float]:
+    """Synthesize ``spec`` for ``target`` into ``db``, build, run it on random inputs,
+    compare with numpy: (matches, max abs error)."""
     import morello
 
-    prog = morello.synthesize(spec, db=db, threads=threads)
+    prog = morello.synthesize(spec, target, db=db, threads=threads)
     return prog.verify(seed=seed)
