@@ -664,15 +664,17 @@ def axpy_cost(s: Spec, t: Target, block: int) -> int:
 
     Beyond the LLC, programs that sweep 4 rows of W side by side (Split(4) above
     TileOut(64)) ran 1.07-1.17x faster than the search's 8 (x.W bf16, 28-128 MiB, avx2 and
-    avx512, Zen 4, 11 alternating rounds; 2 rows 0.89-1.07x), and not for the prefetch 8
-    rows below. This cost cannot say so: the rows a sweep reads side by side are the
-    enclosing split's, not the kernel's k (a discount for k <= 4 here made the search
-    split each 8-row sweep's tiles into two calls of 4 instead). A price per sweep, on
-    the loop over column tiles (``rewrites.tile.stream_discount``), would: a pure read of
-    4 long runs side by side took 0.88x the time per line of 8 (cal_streams, 5 passes,
-    9 alternating runs), though at that a line's price would move 4 rows' sweeps by
-    about what their extra epilogues cost (y loaded and stored per 4 rows), and the
-    ranking would turn on that."""
+    avx512, Zen 4, 11 alternating rounds; 2 rows 0.89-1.07x), not for the prefetch 8 rows
+    below. The model does not choose them, and three attempts failed: a discount here for
+    k <= 4 (the rows side by side are the sweep's, not k: the search split 8-row sweeps
+    into calls of 4); a few-runs line discount on the sweep loop (nested loops along n
+    each discounted the same lines again); and here, paid back by loops over the rows of
+    a column tile, with this cost the larger of arithmetic and reads (that hid the y
+    epilogue: Split(1) won; outside the max, 4 and 8 rows tie). The arithmetic here is
+    priced at 31 % of the FMA peak where the loop in L1 runs at 85 %, and the gain
+    exceeds the pure-read ratio (4 long runs 0.88x the time per line of 8): Split(8) with
+    its prefetch of the next split keeps 16 runs in flight. A measured loop of this
+    kernel at 4 and 8 rows per sweep should come first."""
     k, n = s.shape[2], s.shape[3]
     c = t.costs
     nb = n // block
