@@ -35,6 +35,10 @@ cdef class Expander:
     cdef int64_t gl_ramp            # more for a run of ramp_bytes or longer
     cdef int64_t ramp_bytes         # (morello.cost.run_cost)
     cdef int64_t streams            # runs the prefetchers follow at once
+    cdef int64_t sweep_save         # per line of a few long runs side by side (cost.sweep_saving)
+    cdef int64_t line_bytes         # bytes of a cache line
+    cdef int64_t sweep_bytes        # (morello.cost.SWEEP_BYTES)
+    cdef int64_t sweep_dtype        # code of morello.cost.SWEEP_DTYPE
     cdef vec_t tile_sizes           # tile sizes to try, ascending
     cdef vec_t tile_rows_only       # per tile size: 1 if only for a form's row dim
     cdef map_t tile_cache           # (tid, shape[max_rank]) -> tid of the tile + 1
@@ -43,6 +47,7 @@ cdef class Expander:
 
     cdef int compile(self, int64_t i, rows_t* rows) except -1
     cdef int _compile_flat(self, int64_t i, rows_t* rows) except -1
+    cdef int64_t _sweep_saving(self, int64_t run, int64_t blocks) noexcept nogil
     cdef int _compile_native(self, int64_t i, rows_t* rows) except -1
     cdef int64_t _move_rows(self, rows_t* rows, const int64_t* rec, int64_t idx) except -1
     cdef int64_t _tile_rows(self, rows_t* rows, const int64_t* rec, int64_t idx) except -1

@@ -62,7 +62,9 @@ cdef class Expander:
 
     def __cinit__(self, SpecGraph graph, native, compile_cb, int64_t processors,
                   int64_t par_setup, int64_t par_iter, tile_sizes, int64_t gl_run,
-                  int64_t streams, int64_t gl_ramp=0, int64_t ramp_bytes=4096):
+                  int64_t streams, int64_t gl_ramp=0, int64_t ramp_bytes=4096,
+                  int64_t sweep_save=0, int64_t line_bytes=64, int64_t sweep_bytes=8192,
+                  int64_t sweep_dtype=-1):
         cdef Py_ssize_t k
         self.g = graph
         self.native = native
@@ -74,6 +76,10 @@ cdef class Expander:
         self.gl_ramp = gl_ramp
         self.ramp_bytes = ramp_bytes
         self.streams = streams
+        self.sweep_save = sweep_save
+        self.line_bytes = line_bytes
+        self.sweep_bytes = sweep_bytes
+        self.sweep_dtype = sweep_dtype
         for k in range(len(tile_sizes)):
             _push(&self.tile_sizes, tile_sizes[k][0])
             _push(&self.tile_rows_only, 1 if tile_sizes[k][1] else 0)
@@ -215,9 +221,19 @@ cdef class Expander:
                     longer = self.gl_run + self.gl_ramp * min(run * full, self.ramp_bytes) \
                         // self.ramp_bytes
                     disc += ((full - 1) * start - (longer - start)) * g.t_blocks.data[tile]
+                    if g.t_blocks.data[tid] == 1 and g.t_dtype.data[tid] == self.sweep_dtype:
+                        disc += self._sweep_saving(run * full, g.t_blocks.data[tile]) \
+                            - full * self._sweep_saving(run, g.t_blocks.data[tile])
         push_row(rows, idx, self.par_setup + self.par_iter * coefs[0] if par
                  else -disc, 0, 0, nch, children, coefs)
         return 0
+
+    cdef int64_t _sweep_saving(self, int64_t run, int64_t blocks) noexcept nogil:
+        """morello.cost.sweep_saving."""
+        if self.sweep_save <= 0 or run < self.sweep_bytes or blocks < 2 \
+                or blocks > self.streams // 2:
+            return 0
+        return self.sweep_save * blocks * (run // self.line_bytes)
 
     cdef int _compile_native(self, int64_t i, rows_t* rows) except -1:
         """The rows of logical id ``i``, family by family in ``rewrites.actions`` order;

@@ -662,19 +662,15 @@ def _axpy_cost(s: Spec, t: Target) -> int:
 def axpy_cost(s: Spec, t: Target, block: int) -> int:
     """WidenAxpyLoop's cost, for vectors of ``block`` bf16.
 
-    Beyond the LLC, programs that sweep 4 rows of W side by side (Split(4) above
-    TileOut(64)) ran 1.07-1.17x faster than the search's 8 (x.W bf16, 28-128 MiB, avx2 and
-    avx512, Zen 4, 11 alternating rounds; 2 rows 0.89-1.07x), not for the prefetch 8 rows
-    below. The model does not choose them, and three attempts failed: a discount here for
-    k <= 4 (the rows side by side are the sweep's, not k: the search split 8-row sweeps
-    into calls of 4); a few-runs line discount on the sweep loop (nested loops along n
-    each discounted the same lines again); and here, paid back by loops over the rows of
-    a column tile, with this cost the larger of arithmetic and reads (that hid the y
-    epilogue: Split(1) won; outside the max, 4 and 8 rows tie). The arithmetic here is
-    priced at 31 % of the FMA peak where the loop in L1 runs at 85 %, and the gain
-    exceeds the pure-read ratio (4 long runs 0.88x the time per line of 8): Split(8) with
-    its prefetch of the next split keeps 16 runs in flight. A measured loop of this
-    kernel at 4 and 8 rows per sweep should come first."""
+    Beyond the LLC, the search sweeps 4 rows of W side by side on AVX2 (Split(4) above
+    TileOut(64)), not by a discount here but by the loop that sweeps whole rows
+    (``cost.sweep_saving``). Three pricings here failed: a discount for k <= 4 (the rows
+    side by side are the sweep's, not k: the search split 8-row sweeps into calls of 4);
+    the same paid back by loops over the rows of a column tile, with this cost the larger
+    of arithmetic and reads (that hid the y epilogue: Split(1), all epilogue, won, and ran
+    0.40-0.71x); and the larger of the two with the lines priced by k (the search took
+    Split(8) over TileOut(32) over Split(2) calls). The arithmetic here is priced at 31 %
+    of the FMA peak where the loop in L1 runs at 85 %."""
     k, n = s.shape[2], s.shape[3]
     c = t.costs
     nb = n // block
