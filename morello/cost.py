@@ -79,8 +79,9 @@ def sweep_saving(run: int, blocks: int, dtype: Dtype, target: Target) -> int:
     WidenAxpyLoop, prefetches as many rows below (``kernels.avx2.axpy_emit``). x.W bf16
     programs sweeping 4 weight rows against 8, avx2, Zen 4, 41-61 alternating rounds:
     1x2048x16384 1.07-1.10x, 1x2048x12288 1.12x, 1x2048x7168 1.02-1.03x, 1x4096x8192
-    0.99-1.01x; the model priced 4 rows 1.02x dearer (their epilogue into out amortized
-    over half as many rows; a kernel of one row, all epilogue, ran 0.40-0.71x). f32
+    0.99-1.01x; without the saving the model priced 4 rows 1.07x dearer (their epilogue
+    into out amortized over half as many rows; a kernel of one row, all epilogue, ran
+    0.40-0.71x). f32
     weights (OuterProductLoopWide, no prefetch below) swept 4 rows at a time ran
     0.90-0.93x (1x4096x4096, 1x2048x16384, 1x8192x4096, 21 rounds)."""
     save = target.sweep_line_saving()

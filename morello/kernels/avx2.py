@@ -410,6 +410,7 @@ def _split_x(w, lhs, k: int) -> None:
 # loop 0.91-1.28x, and chosen by the search (priced at the stripes' price times the ratio
 # of their loops) 1.02-1.09x at 64-128 MiB of weights but 0.88-0.96x at 32-48 MiB, where
 # L3 keeps part of the stripes' weights between calls (ab_programs, 11 rounds): not taken.
+# Nor another prefetch distance (gl_prefetch 128 or 512 lines against 256: 0.98-1.00x).
 STRIPES = 8
 # The longest k it takes: its split copy of x (64 KiB on the stack) is read from L2, at
 # a line per 8 lines of weights.
@@ -600,6 +601,8 @@ def axpy_emit(w, spec, ops, wide: bool) -> None:
     # holds: from main memory, avx2 (avx512), paired against the lines ahead alone, 11
     # rounds: 1x2048x16384 1.08x (1.06x), 1x4096x4096 1.29x (1.20x), 1x4096x16384 1.06x
     # (1.10x); 1 MiB below (1x1024x65536) 0.96x.
+    # (Within the LLC, where nothing is prefetched, the rows below into L2 made x.W
+    # 1x512x1024 .. 1x512x2048 0.91-1.00x, into L1 0.62-0.70x: ab_programs, 21 rounds.)
     whole_k = rhs.ref.buffer.tensor.shape[-2]
     below = ahead and 1 < k < whole_k and k * row_lines * 64 <= rhs.prefetch_room
     with w.block("{"):
