@@ -9,7 +9,7 @@ the AVX2 and the AVX-512 target (where the host runs it). Each is verified again
 then all are timed inside C in alternating rounds, and the report gives the median of the
 per-round ratios: the host's memory speed drifts from minute to minute, so only ratios
 within a round compare. This is the measurement behind ``cost.sweep_saving`` and
-``Target.few_row_sweeps``.
+``Target.sweep_dtypes``.
 """
 from __future__ import annotations
 

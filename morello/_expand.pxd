@@ -38,7 +38,7 @@ cdef class Expander:
     cdef int64_t sweep_save         # per line of a few long runs side by side (cost.sweep_saving)
     cdef int64_t line_bytes         # bytes of a cache line
     cdef int64_t sweep_bytes        # (morello.cost.SWEEP_BYTES)
-    cdef int64_t sweep_dtype        # code of morello.cost.SWEEP_DTYPE
+    cdef int64_t sweep_dtypes       # bit per dtype code of Target.sweep_dtypes
     cdef vec_t tile_sizes           # tile sizes to try, ascending
     cdef vec_t tile_rows_only       # per tile size: 1 if only for a form's row dim
     cdef map_t tile_cache           # (tid, shape[max_rank]) -> tid of the tile + 1

@@ -64,7 +64,7 @@ cdef class Expander:
                   int64_t par_setup, int64_t par_iter, tile_sizes, int64_t gl_run,
                   int64_t streams, int64_t gl_ramp=0, int64_t ramp_bytes=4096,
                   int64_t sweep_save=0, int64_t line_bytes=64, int64_t sweep_bytes=8192,
-                  int64_t sweep_dtype=-1):
+                  int64_t sweep_dtypes=0):
         cdef Py_ssize_t k
         self.g = graph
         self.native = native
@@ -79,7 +79,7 @@ cdef class Expander:
         self.sweep_save = sweep_save
         self.line_bytes = line_bytes
         self.sweep_bytes = sweep_bytes
-        self.sweep_dtype = sweep_dtype
+        self.sweep_dtypes = sweep_dtypes
         for k in range(len(tile_sizes)):
             _push(&self.tile_sizes, tile_sizes[k][0])
             _push(&self.tile_rows_only, 1 if tile_sizes[k][1] else 0)
@@ -221,7 +221,8 @@ cdef class Expander:
                     longer = self.gl_run + self.gl_ramp * min(run * full, self.ramp_bytes) \
                         // self.ramp_bytes
                     disc += ((full - 1) * start - (longer - start)) * g.t_blocks.data[tile]
-                    if g.t_blocks.data[tid] == 1 and g.t_dtype.data[tid] == self.sweep_dtype:
+                    if g.t_blocks.data[tid] == 1 and 0 <= g.t_dtype.data[tid] < 63 \
+                            and (self.sweep_dtypes >> g.t_dtype.data[tid]) & 1:
                         disc += self._sweep_saving(run * full, g.t_blocks.data[tile]) \
                             - full * self._sweep_saving(run, g.t_blocks.data[tile])
         push_row(rows, idx, self.par_setup + self.par_iter * coefs[0] if par

@@ -50,7 +50,6 @@ RAMP_BYTES = 4096
 # Runs at least this long, read side by side by a loop, save ``Target.sweep_line_saving``
 # per line (``sweep_saving``).
 SWEEP_BYTES = 8192
-SWEEP_DTYPE = Dtype.BF16
 
 
 def run_bytes(t: TensorSpec) -> int:
@@ -74,7 +73,7 @@ def sweep_saving(run: int, blocks: int, dtype: Dtype, target: Target) -> int:
     """What a loop saves on the lines of ``blocks`` runs of ``run`` bytes of main memory
     that it reads side by side from start to end (``rewrites.tile.stream_discount``; every
     kernel prices its lines as one stream's, ``gl_line``): ``Target.sweep_line_saving``
-    per line, for runs of ``SWEEP_BYTES`` or longer, of ``SWEEP_DTYPE`` weights, and at
+    per line, for runs of ``SWEEP_BYTES`` or longer, of ``Target.sweep_dtypes``, and at
     most half the runs the prefetchers follow: the kernel that reads such rows,
     WidenAxpyLoop, prefetches as many rows below (``kernels.avx2.axpy_emit``). x.W bf16
     programs sweeping 4 weight rows against 8, avx2, Zen 4, 41-61 alternating rounds:
@@ -85,7 +84,7 @@ def sweep_saving(run: int, blocks: int, dtype: Dtype, target: Target) -> int:
     weights (OuterProductLoopWide, no prefetch below) swept 4 rows at a time ran
     0.90-0.93x (1x4096x4096, 1x2048x16384, 1x8192x4096, 21 rounds)."""
     save = target.sweep_line_saving()
-    if save <= 0 or dtype is not SWEEP_DTYPE or run < SWEEP_BYTES \
+    if save <= 0 or dtype not in target.sweep_dtypes or run < SWEEP_BYTES \
             or not 2 <= blocks <= target.prefetch_streams // 2:
         return 0
     return save * blocks * (run // target.line_bytes)

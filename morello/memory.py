@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from morello.costs import CostConstants
+from morello.dtypes import Dtype
 
 if TYPE_CHECKING:
     from morello.specs import Spec
@@ -130,7 +131,9 @@ class Target:
     llc_bytes: int = 32 << 20      # the last-level cache (``in_dram``, ``in_llc``)
     gl_in_dram: bool = False       # main-memory operands live in DRAM, not the LLC (``in_dram``)
     gl_in_llc: bool = False        # they all fit the LLC (``in_llc``)
-    few_row_sweeps: bool = False   # a few whole rows swept save on lines (``sweep_line_saving``)
+    # Dtypes of main memory whose few whole rows swept side by side save on their lines
+    # (``sweep_line_saving``, ``cost.sweep_saving``): where the target's kernels measured it.
+    sweep_dtypes: tuple[Dtype, ...] = ()
 
     def in_dram(self) -> Target:
         """This target for a problem whose main-memory operands exceed the last-level
@@ -168,11 +171,11 @@ class Target:
         """What a line of main memory costs less when a loop sweeps a few long runs side
         by side (``cost.sweep_saving``): ``gl_line`` less ``gl_line_streams``, beyond the
         LLC only (within it the lines come from L3, with no prefetcher to keep busy), for
-        targets whose kernels measured it (``few_row_sweeps``). x.W bf16, 4 weight rows
+        targets whose kernels measured it (``sweep_dtypes``). x.W bf16, 4 weight rows
         per sweep against 8, the two targets' programs alternated in the same rounds (41,
         Zen 4): avx2 1x2048x16384 1.07x, 1x2048x12288 1.12x, 1x2048x7168 1.03x,
         1x4096x8192 0.99x; avx512 (zmm) 0.99x, 1.02x, 0.89x, 0.97x."""
-        if self.gl_in_llc or not self.few_row_sweeps:
+        if self.gl_in_llc or not self.sweep_dtypes:
             return 0
         return max(0, self.costs.gl_line - self.costs.gl_line_streams)
 
@@ -236,7 +239,8 @@ AVX2 = Target(
     prefetch_streams=8,
     processors=1,
     cflags=("-mavx2", "-mfma"),
-    few_row_sweeps=True,
+    # bf16 weights: WidenAxpyLoop prefetches the rows below its sweep (``cost.sweep_saving``).
+    sweep_dtypes=(Dtype.BF16,),
 )
 
 # AVX-512 (F, BW, VL and VNNI: Ice Lake, Sapphire Rapids, Zen 4 and later; not

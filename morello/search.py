@@ -25,7 +25,7 @@ from morello.coords import (
     page_blocks,
     point_len,
 )
-from morello.cost import RAMP_BYTES, SWEEP_BYTES, SWEEP_DTYPE, Cost, run_bytes
+from morello.cost import RAMP_BYTES, SWEEP_BYTES, Cost, run_bytes
 from morello.dtypes import Dtype
 from morello.errors import MorelloError, SpecError
 from morello.kernels import table_for
@@ -117,7 +117,7 @@ class Engine:
                                  t.processors, t.parallel_setup_cost, t.parallel_iter_cost,
                                  tile_size_table(t), run, t.prefetch_streams, ramp, RAMP_BYTES,
                                  t.sweep_line_saving(), t.line_bytes, SWEEP_BYTES,
-                                 SWEEP_DTYPE.code)
+                                 sum(1 << d.code for d in t.sweep_dtypes))
         self.solver = Solver(self.graph, self.expander)
         self.forms: dict[tuple, int] = {}
         self.form_keys: list[tuple] = []

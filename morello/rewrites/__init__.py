@@ -180,7 +180,8 @@ def compute_actions_fingerprint(target: Target) -> str:
         "vector_types": table_for(target).vector_identity(),
         # What bounds the coordinates and prices moves beyond the cost constants.
         "memory": [target.capacity, target.line_bytes, target.l1_ways,
-                   target.prefetch_streams, target.l2_panel_cols, target.few_row_sweeps],
+                   target.prefetch_streams, target.l2_panel_cols,
+                   [d.code for d in target.sweep_dtypes]],
         "coords": coords.SCHEME,
         "decompositions": decompose.identity(),
         "bufferize": bufferize.identity(),
