@@ -281,7 +281,9 @@ class _Emitter:
         into L1 within half L1 (benchmarks/ab_programs.py --op softmax, 9 rounds), AVX2
         (AVX-512): 4096x4096 1.05x (1.08x), 8192x2048 1.10x (1.16x), 2048x8192 1.13x
         (1.06x), 1024x16384 1.06x (1.16x). Within the cache, into L2 was 0.98-0.99x
-        (attention 512x64). Returns how many operands it asked for (kept in
+        (attention 512x64). From main memory, the prefetched tile is as many tiles on
+        as puts the prefetches ``DRAM_PASSES_AHEAD`` rows ahead (``_NextTile.offset``). Returns
+        how many operands it asked for (kept in
         ``self.next_tiles`` while the body is emitted)."""
         reads = body.spec.kind.info.reads
         writes = body.spec.kind.info.writes
@@ -301,8 +303,10 @@ class _Emitter:
             step = (there + here.scaled(-1)).constant
             if not step:
                 continue
+            # The tiles on it may prefetch: as many as fit the room.
+            most = max(1, room // t.bytes) if self.dram else 1
             self.next_tiles.append(_NextTile(
-                r.buffer, f"{var.name} + 1 < {var.extent} ? {step} : 0",
+                r.buffer, var.name, var.extent, step, t.volume, most,
                 "_MM_HINT_T1" if self.dram else "_MM_HINT_T0"))
             pushed += 1
         return pushed
@@ -321,7 +325,7 @@ class _Emitter:
                 if ops[i].ref.buffer is nt.buffer:
                     nt.passes.add(id(impl))  # unrolled copies of one pass count once
                     if len(nt.passes) == 2 and ops[i].next_tile is None:
-                        ops[i].next_tile = nt.offset
+                        ops[i].next_tile = nt.offset(ops[i].spec.volume)
                         ops[i].next_tile_hint = nt.hint
                         asked.append((i, nt))
                     break
@@ -400,14 +404,40 @@ class _Emitter:
 
 @dataclass
 class _NextTile:
-    """A request of ``_Emitter._stream_next``: prefetch the next tile of ``buffer``,
-    ``offset`` elements on (a C expression), in the second kernel that reads it."""
+    """A request of ``_Emitter._stream_next``: prefetch a later tile of ``buffer`` (the
+    next, or further on from main memory: ``offset``) in the second kernel that reads
+    it."""
 
     buffer: Buffer
-    offset: str
+    var: str  # the loop's index
+    extent: int
+    step: int  # elements from one tile to the next
+    volume: int  # of a tile
+    most: int  # tiles on at most
     hint: str  # _MM_HINT_T0 or _MM_HINT_T1
     passes: set[int] = field(default_factory=set)
     done: bool = False
+
+    def offset(self, pass_volume: int) -> str:
+        """The C expression of the prefetched tile's offset, for a pass over
+        ``pass_volume`` elements of the tile at a time (a row of a softmax's tile of
+        rows): the tile that many such passes on, DRAM_PASSES_AHEAD of them beyond
+        L2 (T1), else the next."""
+        if self.hint == "_MM_HINT_T1":
+            per_tile = max(1, self.volume // max(1, pass_volume))
+            ahead = min(self.most, -(-DRAM_PASSES_AHEAD // per_tile))
+        else:
+            ahead = 1
+        return f"{self.var} + {ahead} < {self.extent} ? {ahead * self.step} : 0"
+
+
+# How far ahead, in rows (one run of a multi-pass loop's passes), a loop over main
+# memory prefetches (``_NextTile.offset``): the next row's lines, asked for during this
+# row's exps, arrived too late for its max pass. Two rows on, against one
+# (hand-edited programs, 4096x4096, 9 alternating rounds): AVX2 1.08x, AVX-512 1.12x;
+# three to six no better than two. Tiles of 2 or 4 rows already prefetched 2 or 4 rows
+# on (8192x2048, 16384x1024); two tiles on there: 0.96-1.01x, so they keep one.
+DRAM_PASSES_AHEAD = 2
 
 
 # At most this many prefetches per loop iteration (a register tile has at most 32 lines).
