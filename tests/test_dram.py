@@ -230,10 +230,10 @@ _STREAM_RECORDER = r"""
 static float *recorder_last;
 static long recorder_stores, recorder_torn;
 static void recorder_stream(float *p, __m256 v) {
-    if (((uintptr_t)p & 63) == 32 ? p != recorder_last + 8 : (recorder_last != NULL
-                                                                && ((uintptr_t)recorder_last & 63) == 0))
-        recorder_torn++;
-    recorder_last = ((uintptr_t)p & 63) == 32 ? NULL : p;
+    /* recorder_last: the last store if it was a line's first half, else NULL */
+    int second = ((uintptr_t)p & 63) == 32;
+    if (second ? p != recorder_last + 8 : recorder_last != NULL) recorder_torn++;
+    recorder_last = second ? NULL : p;
     recorder_stores++;
     _mm256_storeu_ps(p, v);
 }
