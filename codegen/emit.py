@@ -306,7 +306,7 @@ class _Emitter:
             # The tiles on it may prefetch: as many as fit the room.
             most = max(1, room // t.bytes) if self.dram else 1
             self.next_tiles.append(_NextTile(
-                r.buffer, var.name, var.extent, step, t.volume, most,
+                r.buffer, var.name, var.extent, step, d, t.shape[d], most,
                 "_MM_HINT_T1" if self.dram else "_MM_HINT_T0"))
             pushed += 1
         return pushed
@@ -323,9 +323,12 @@ class _Emitter:
                 continue
             for i in reads:
                 if ops[i].ref.buffer is nt.buffer:
-                    nt.passes.add(id(impl))  # unrolled copies of one pass count once
+                    # A pass is the kernels of one kind: unrolled copies, and the pieces
+                    # and tail of a split row (1000x20000's max in 8192 and 3616 floats),
+                    # count once.
+                    nt.passes.add(impl.spec.kind)
                     if len(nt.passes) == 2 and ops[i].next_tile is None:
-                        ops[i].next_tile = nt.offset(ops[i].spec.volume)
+                        ops[i].next_tile = nt.offset(ops[i].spec.shape[nt.dim])
                         ops[i].next_tile_hint = nt.hint
                         asked.append((i, nt))
                     break
@@ -412,19 +415,20 @@ class _NextTile:
     var: str  # the loop's index
     extent: int
     step: int  # elements from one tile to the next
-    volume: int  # of a tile
+    dim: int  # the buffer's dim the loop walks
+    size: int  # the tile's size along it
     most: int  # tiles on at most
     hint: str  # _MM_HINT_T0 or _MM_HINT_T1
-    passes: set[int] = field(default_factory=set)
+    passes: set = field(default_factory=set)  # the kinds of the kernels that read it
     done: bool = False
 
-    def offset(self, pass_volume: int) -> str:
+    def offset(self, pass_size: int) -> str:
         """The C expression of the prefetched tile's offset, for a pass over
-        ``pass_volume`` elements of the tile at a time (a row of a softmax's tile of
-        rows): the tile that many such passes on, DRAM_PASSES_AHEAD of them beyond
-        L2 (T1), else the next."""
+        ``pass_size`` of the tile's ``size`` along ``dim`` at a time (a row of a
+        softmax's tile of rows): beyond the LLC (T1), the tile that puts the prefetches
+        DRAM_PASSES_AHEAD rows ahead, else the next."""
         if self.hint == "_MM_HINT_T1":
-            per_tile = max(1, self.volume // max(1, pass_volume))
+            per_tile = max(1, self.size // max(1, pass_size))
             ahead = min(self.most, -(-DRAM_PASSES_AHEAD // per_tile))
         else:
             ahead = 1
@@ -436,7 +440,8 @@ class _NextTile:
 # row's exps, arrived too late for its max pass. Two rows on, against one
 # (hand-edited programs, 4096x4096, 9 alternating rounds): AVX2 1.08x, AVX-512 1.12x;
 # three to six no better than two. Tiles of 2 or 4 rows already prefetched 2 or 4 rows
-# on (8192x2048, 16384x1024); two tiles on there: 0.96-1.01x, so they keep one.
+# on (8192x2048, 16384x1024); two tiles on there: 0.96-1.01x, so they keep one. Rows in
+# pieces count as one row (2500x6000, 3000x5000: two rows on, 0.99-1.01x against one).
 DRAM_PASSES_AHEAD = 2
 
 
