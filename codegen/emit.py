@@ -112,6 +112,9 @@ class OperandView:
         # prefetch lines into L2 and find them there: L2 as the target sizes it (256 KiB;
         # hosts have 512 KiB to 2 MiB).
         self.prefetch_room = 0
+        # For such an operand, the target's last-level cache (``Target.llc_bytes``): a
+        # buffer not much larger keeps part of itself there from one call to the next.
+        self.llc_bytes = 0
 
     def _offset(self) -> Offset:
         b = self.ref.buffer
@@ -193,6 +196,7 @@ class _Emitter:
                     if op.spec.level is Level.GL:
                         op.prefetch_lines = self.target.costs.gl_prefetch
                         op.from_dram = True
+                        op.llc_bytes = self.target.llc_bytes
                         op.prefetch_room = (self.target.capacity[Level.L2]
                                             * self.target.line_bytes)
             asked = self._ask_prefetch(impl, ops)

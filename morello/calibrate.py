@@ -193,7 +193,8 @@ static uint16_t *bf16_weights(long bytes) {
 
 /* Seconds per line of DotProductStripes' loop over `bytes` of bf16 weights (rows of 2048,
  * 4 KiB; 8 stripes of adjacent rows, a row of each dotted with an f32 x at once), with a
- * prefetch into L2 `ahead` lines further along each stripe per line read (0: none): what
+ * prefetch into L2 `ahead` lines further along each stripe per line read, and another
+ * at half that, as the kernel does (0: none): what
  * the kernel's software prefetch (``gl_prefetch``) gains where the hardware prefetchers
  * alone let the loads wait. Huge pages, best of `passes`. */
 double cal_stripes(long bytes, long ahead, long passes) {
@@ -216,9 +217,11 @@ double cal_stripes(long bytes, long ahead, long passes) {
                 c[s] = w + (j + s * rows) * K;
             }
             for (long q = 0; q < K; q += 32) {
-                if (ahead)
-                    for (int s = 0; s < S; s++)
+                if (ahead)  /* twice, as the kernel (STRIPES_PREFETCH_TWICE) */
+                    for (int s = 0; s < S; s++) {
                         _mm_prefetch((const char *)(c[s] + q) + 64 * ahead, _MM_HINT_T1);
+                        _mm_prefetch((const char *)(c[s] + q) + 64 * (ahead / 2), _MM_HINT_T1);
+                    }
                 for (long u = q; u < q + 32; u += 16) {
                     const __m256 xe = _mm256_loadu_ps(xs + u), xo = _mm256_loadu_ps(xs + u + 8);
                     for (int s = 0; s < S; s++) {

@@ -117,11 +117,13 @@ def test_dot_stripes_kernel_matches_numpy(k, n):
 
 
 @pytest.mark.isa("avx2")
-@pytest.mark.parametrize("k, n", [(16, 16), (4096, 64)])
+@pytest.mark.parametrize("k, n", [(16, 16), (4096, 64), (1024, 32)])
 def test_dot_stripes_prefetch_only_beyond_the_last_level_cache(k, n):
     """Where a problem's main-memory operands exceed the last-level cache (here one of
     64 KiB), DotProductStripes prefetches each stripe ``gl_prefetch`` lines ahead into L2
-    (k from 32); within it, or with ``gl_prefetch`` 0, it does not. Within it, each bf16
+    (k from 32), and again at half that where the weights alone exceed it (bf16 1024x32
+    is 64 KiB: once; ``STRIPES_PREFETCH_TWICE``); within it, or with ``gl_prefetch`` 0, it
+    does not. Within it, each bf16
     vector is pinned in a register for its two widenings; beyond, not. Each matches
     numpy."""
     from dataclasses import replace
@@ -139,6 +141,8 @@ def test_dot_stripes_prefetch_only_beyond_the_last_level_cache(k, n):
                            False)):
             prog = schedule(spec, steps, tgt)
             assert (ahead in prog.c_source) == want, (tgt.llc_bytes, tgt.costs)
+            half = f"+ {32 * AVX2.costs.gl_prefetch}, _MM_HINT_T1"
+            assert (half in prog.c_source) == (want and spec.operands[1].bytes > tgt.llc_bytes)
             # bf16 vectors held for both widenings within the LLC only (kernels.base).
             pinned = '__asm__("" : "+v"(w0));' in prog.c_source
             within = not tgt.needs_dram(sum(o.bytes for o in spec.operands))

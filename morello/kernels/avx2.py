@@ -412,6 +412,16 @@ def _split_x(w, lhs, k: int) -> None:
 # L3 keeps part of the stripes' weights between calls (ab_programs, 11 rounds): not taken.
 # Nor another prefetch distance (gl_prefetch 128 or 512 lines against 256: 0.98-1.00x).
 STRIPES = 8
+# Each line is asked into L2 twice, at the prefetch distance and at half of it: of 8
+# streams' prefetches some are lost (a single one at another distance, 384 or 512
+# lines, gained nothing). Paired against once (hand-edited programs, 11 alternating
+# rounds, bf16 W[N x K] from main memory, 256 lines ahead): 1x2048x16384 1.09x (1.12x
+# with AVX-512's flags), 1x4096x16384 1.12x, 1x4096x8192 1.12x, 1x2048x12288 1.09x,
+# 1x2048x8192 1.05x; a third at 384 and 512 lines 0.93-1.11x. The search's programs
+# against once (ab_programs, 15 rounds) avx2 (avx512): 1x2048x16384 1.12x (1.12x),
+# 1x4096x16384 1.14x (1.14x), 1x4096x8192 1.12x (1.10x), 1x2048x12288 1.07x (1.10x);
+# 1x2048x8192, the size of the LLC, 1.00x (0.95x), so once up to the LLC's size.
+STRIPES_PREFETCH_TWICE = True
 # The longest k it takes: its split copy of x (64 KiB on the stack) is read from L2, at
 # a line per 8 lines of weights.
 STRIPES_MAX_K = 16384
@@ -459,12 +469,16 @@ def _stripes_emit(w, spec, ops, vt) -> None:
                 w.line(f"__m256 a{r} = _mm256_setzero_ps();")
             step = 16 if bf16 else 8
             # A line of each stripe per two steps; with a prefetch distance, each stripe's
-            # line that far ahead is asked into L2 first (``CostConstants.gl_prefetch``).
+            # line that far ahead is asked into L2 first (``CostConstants.gl_prefetch``),
+            # and again at half the distance where the weights exceed the LLC
+            # (STRIPES_PREFETCH_TWICE).
             ahead = rhs.prefetch_lines if k % (2 * step) == 0 else 0
+            twice = STRIPES_PREFETCH_TWICE and rhs.ref.buffer.tensor.bytes > rhs.llc_bytes
             with w.block(f"for (long q = 0; q < {k}; q += {2 * step if ahead else step}) {{"):
-                for r in range(STRIPES if ahead else 0):
-                    w.line(f"_mm_prefetch((const char *)(c{r} + q) + {64 * ahead}, "
-                           "_MM_HINT_T1);")
+                for d in (ahead, ahead // 2) if twice else (ahead,):
+                    for r in range(STRIPES if d else 0):
+                        w.line(f"_mm_prefetch((const char *)(c{r} + q) + {64 * d}, "
+                               "_MM_HINT_T1);")
                 for u in ("q", f"q + {step}") if ahead else ("q",):
                     _stripes_step(w, lhs, rhs, u, bf16)
             # The 8 horizontal sums at once (hadd pairs, as DotProductLoop's 8 columns).
