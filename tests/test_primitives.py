@@ -128,7 +128,9 @@ def test_every_new_kernel_row_is_tested():
     # to main memory (problems in DRAM only) in tests/test_dram.py.
     assert rows == set(KERNEL_SPECS) | {"VectorExpStoreSum", "VectorExpStoreSumAccum",
                                         "VectorOnlineDenomMax", "MaddubsLoop",
-                                        "MultAddSat16Loop", "VectorDivScalarStream"}
+                                        "MultAddSat16Loop", "VectorDivScalarStream",
+                                        "VectorReluStream", "VectorAddStream",
+                                        "VectorMulStream"}
 
 
 @pytest.mark.isa("avx2")

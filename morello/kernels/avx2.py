@@ -1014,19 +1014,23 @@ def _stream_store_check(spec: Spec, target: Target) -> Reason:
 
 
 def _stream_loop_emit(w, src, dst, n: int, setup: tuple[str, ...], vector: str,
-                      scalar: str) -> None:
-    """``d[i] = f(s[i])`` over n floats, stored to main memory by non-temporal stores of
-    ``vector`` (an expression of ``v``, the 8 floats at ``s + i``), whole 64-byte lines
-    only: the elements before the first whole line and after the last by ordinary
-    stores (8 at a time, and ``scalar``, of ``s[i]``, for the rest). A line written
+                      scalar: str, src2=None) -> None:
+    """``d[i] = f(s[i])`` (with ``src2``, ``f(s[i], t[i])``) over n floats, stored to
+    main memory by non-temporal stores of ``vector`` (an expression of ``v``, the 8
+    floats at ``s + i``, and ``u``, those at ``t + i``), whole 64-byte lines only: the
+    elements before the first whole line and after the last by ordinary stores (8 at a
+    time, and ``scalar``, of ``s[i]`` and ``t[i]``, for the rest). A line written
     past the caches in part, the rest of it by the next run (rows of 5000 floats end
     mid-line), is merged in main memory: 3000x5000 softmax ran at 1.18 ns an element,
     3000x5008 at 0.55. The emitter fences the stores (``Kernel.nontemporal``)."""
     def vec(store: str, off: str = "") -> None:
-        w.line(f"{{ const __m256 v = _mm256_loadu_ps(s + i{off}); "
+        u = f"const __m256 u = _mm256_loadu_ps(t + i{off}); " if src2 is not None else ""
+        w.line(f"{{ const __m256 v = _mm256_loadu_ps(s + i{off}); {u}"
                f"{store}(d + i{off}, {vector}); }}")
     with w.block("{"):
         w.line(f"const float *restrict s = {src.ptr(0)};")
+        if src2 is not None:
+            w.line(f"const float *restrict t = {src2.ptr(0)};")
         w.line(f"float *restrict d = {dst.ptr(0)};")
         for line in setup:
             w.line(line)
@@ -1057,6 +1061,46 @@ def _stream_store_cost(s: Spec, t: Target) -> int:
     dst = s.operands[1]
     return (2 * t.costs.vector_move * -(-s.volume // 8) + move_cost(s.operands[0], t)
             + run_cost(run_bytes(dst), t) * dst.blocks)
+
+
+def _elementwise_stream_check(spec: Spec, target: Target) -> Reason:
+    """Add, Mul, Relu with their inputs in L1 and the output in main memory, stored past
+    the caches as it is computed."""
+    if not target.gl_in_dram:
+        return "only for problems in DRAM (Target.in_dram): in cache it is slower"
+    *ins, out = spec.operands
+    if out.level is not Level.GL:
+        return "stores dst in main memory"
+    if any(t.level is not Level.L1 for t in ins):
+        return "inputs must be in L1"
+    for t in ins:
+        if reason := same_contiguous_f32(t, out):
+            return reason
+    return None
+
+
+# Each kind's vector and scalar expressions over v and u (s[i] and t[i]).
+_STREAM_OPS = {
+    PrimKind.RELU: ("_mm256_max_ps(v, _mm256_setzero_ps())", "s[i] > 0.0f ? s[i] : 0.0f"),
+    PrimKind.ADD: ("_mm256_add_ps(v, u)", "s[i] + t[i]"),
+    PrimKind.MUL: ("_mm256_mul_ps(v, u)", "s[i] * t[i]"),
+}
+
+
+def _elementwise_stream_emit(w, spec, ops, vt) -> None:
+    """dst = f(src[, src2]) from L1 rows stored to main memory past the caches: one pass,
+    where an L1 buffer and ``StreamStore`` make two (the stores then wait for the
+    computing pass, and the loads for the storing one)."""
+    vector, scalar = _STREAM_OPS[spec.kind]
+    *ins, out = ops
+    _stream_loop_emit(w, ins[0], out, spec.volume, (), vector, scalar,
+                      ins[1] if len(ins) > 1 else None)
+
+
+def _elementwise_stream_cost(s: Spec, t: Target) -> int:
+    # Per vector a load of each input, the op and a store; every operand's lines once
+    # (dst's in main memory: no read first, no write-back, ``cost.writeback_cost``).
+    return stream.pass_cost(s.volume, t, len(s.operands), 1) + io_cost(s, t)
 
 
 def _div_stream_check(spec: Spec, target: Target) -> Reason:
@@ -1350,6 +1394,15 @@ KERNELS: tuple[Kernel, ...] = (
            _stream_store_emit, "an L1 buffer stored to main memory by non-temporal stores "
            "(problems larger than the last-level cache only)", levels=(L1, (Level.GL,)),
            dtypes=(F32, F32), nontemporal=True),
+    *(Kernel(f"Vector{name}Stream", kind, _elementwise_stream_check,
+             _elementwise_stream_cost, 1, _elementwise_stream_emit,
+             f"dst = {doc} over L1 inputs, stored to main memory by non-temporal stores "
+             "(problems larger than the last-level cache only)",
+             levels=(L1,) * inputs + ((Level.GL,),), dtypes=(F32,) * (inputs + 1),
+             nontemporal=True)
+      for name, kind, doc, inputs in (("Relu", PrimKind.RELU, "max(src, 0)", 1),
+                                      ("Add", PrimKind.ADD, "lhs + rhs", 2),
+                                      ("Mul", PrimKind.MUL, "lhs * rhs", 2))),
     Kernel("VectorDivScalarStream", PrimKind.DIV_REDUCED_INTO, _div_stream_check,
            _div_stream_cost, 1, _div_stream_emit, "dst = src * (1 / denom), an L1 row "
            "stored to main memory by non-temporal stores (problems larger than the "
