@@ -90,9 +90,9 @@ double copy_bench(const float *restrict x, float *restrict y, long n, long iters
     return (morello_now() - t0) / (double)iters;
 }
 /* The passes over memory of morello's programs beyond the LLC with no arithmetic: a
- * row's max; the row copied into a buffer of a row (L1) and summed, the next row asked
- * into L2 meanwhile; the buffer scaled and stored past the caches. What those programs
- * could reach with an exp for free. */
+ * row's max; the row copied into a buffer of a row (L1) and summed, the row two on
+ * asked into L2 meanwhile (as codegen.emit.DRAM_PASSES_AHEAD); the buffer scaled and
+ * stored past the caches. What those programs could reach with an exp for free. */
 double rows_bench(const float *restrict x, float *restrict y, long rows, long cols,
                   long iters) {
     float *buf = aligned_alloc(64, (size_t)(cols + 16) * 4);
@@ -100,7 +100,7 @@ double rows_bench(const float *restrict x, float *restrict y, long rows, long co
     double t0 = morello_now();
     for (long it = 0; it < iters; it++) {
         for (long i = 0; i < rows; i++) {
-            const float *r = x + i * cols, *next = r + (i + 1 < rows ? cols : 0);
+            const float *r = x + i * cols, *next = r + (i + 2 < rows ? 2 * cols : 0);
             float *d = y + i * cols;
             __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
             long q = 0;
@@ -307,7 +307,7 @@ def main() -> None:
                     f"{8 * n / med['copy'] / 1e9:.1f} GB/s; morello {last} at "
                     f"{100 * ratio['copy']:.0f} % of its speed. The passes over memory of "
                     "morello's programs with no arithmetic (`rows_bench`: a row's max, the "
-                    "row copied into an L1 row and summed, the next row prefetched into L2, "
+                    "row copied into an L1 row and summed, the row two on prefetched into L2, "
                     "then scaled and stored past the caches): "
                     f"{med['passes'] / n * 1e9:.3f} ns/elem, "
                     f"{8 * n / med['passes'] / 1e9:.1f} GB/s "
