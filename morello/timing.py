@@ -8,11 +8,14 @@ import numpy as np
 
 def seconds(fn, ins, repeats: int = 7) -> float:
     """Seconds per call of a compiled program, timed inside C (best of ``repeats`` runs of
-    about 50 ms, after a warm-up)."""
-    once = fn.time(*ins, iters=1)
+    about 50 ms, after a warm-up), into one output array written before, as numpy's is
+    (a fresh one per run put its page faults into the time: a 4096x4096 relu read as
+    half its speed)."""
+    out = fn(*ins)
+    once = fn.time(*ins, iters=1, out=out)
     iters = max(1, min(1_000_000, int(0.05 / max(once, 1e-9))))
-    fn.time(*ins, iters=iters)  # warm-up
-    return min(fn.time(*ins, iters=iters) for _ in range(max(1, repeats)))
+    fn.time(*ins, iters=iters, out=out)  # warm-up
+    return min(fn.time(*ins, iters=iters, out=out) for _ in range(max(1, repeats)))
 
 
 def numpy_blas(threads: int | None = None):
