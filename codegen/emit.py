@@ -307,7 +307,8 @@ class _Emitter:
             step = (there + here.scaled(-1)).constant
             if not step:
                 continue
-            # The tiles on it may prefetch: as many as fit the room.
+            # How many tiles on it may prefetch: from main memory as many as fit the
+            # room, within the LLC the next.
             most = max(1, room // t.bytes) if self.dram else 1
             self.next_tiles.append(_NextTile(
                 r.buffer, var.name, var.extent, step, d, t.shape[d], most,
@@ -429,13 +430,10 @@ class _NextTile:
     def offset(self, pass_size: int) -> str:
         """The C expression of the prefetched tile's offset, for a pass over
         ``pass_size`` of the tile's ``size`` along ``dim`` at a time (a row of a
-        softmax's tile of rows): beyond the LLC (T1), the tile that puts the prefetches
-        DRAM_PASSES_AHEAD rows ahead, else the next."""
-        if self.hint == "_MM_HINT_T1":
-            per_tile = max(1, self.size // max(1, pass_size))
-            ahead = min(self.most, -(-DRAM_PASSES_AHEAD // per_tile))
-        else:
-            ahead = 1
+        softmax's tile of rows): the tile that puts the prefetches DRAM_PASSES_AHEAD
+        rows ahead, at most ``most`` tiles on (1 within the LLC)."""
+        per_tile = max(1, self.size // max(1, pass_size))
+        ahead = min(self.most, -(-DRAM_PASSES_AHEAD // per_tile))
         return f"{self.var} + {ahead} < {self.extent} ? {ahead * self.step} : 0"
 
 

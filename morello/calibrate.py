@@ -217,7 +217,7 @@ double cal_stripes(long bytes, long ahead, long passes) {
                 c[s] = w + (j + s * rows) * K;
             }
             for (long q = 0; q < K; q += 32) {
-                if (ahead)  /* twice, as the kernel (STRIPES_PREFETCH_TWICE) */
+                if (ahead)  /* twice, as the kernel beyond the LLC (kernels/avx2.py) */
                     for (int s = 0; s < S; s++) {
                         _mm_prefetch((const char *)(c[s] + q) + 64 * ahead, _MM_HINT_T1);
                         _mm_prefetch((const char *)(c[s] + q) + 64 * (ahead / 2), _MM_HINT_T1);

@@ -122,7 +122,7 @@ def test_dot_stripes_prefetch_only_beyond_the_last_level_cache(k, n):
     """Where a problem's main-memory operands exceed the last-level cache (here one of
     64 KiB), DotProductStripes prefetches each stripe ``gl_prefetch`` lines ahead into L2
     (k from 32), and again at half that where the weights alone exceed it (bf16 1024x32
-    is 64 KiB: once; ``STRIPES_PREFETCH_TWICE``); within it, or with ``gl_prefetch`` 0, it
+    is 64 KiB: once; ``avx2.STRIPES``); within it, or with ``gl_prefetch`` 0, it
     does not. Within it, each bf16
     vector is pinned in a register for its two widenings; beyond, not. Each matches
     numpy."""

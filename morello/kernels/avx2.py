@@ -421,7 +421,6 @@ STRIPES = 8
 # against once (ab_programs, 15 rounds) avx2 (avx512): 1x2048x16384 1.12x (1.12x),
 # 1x4096x16384 1.14x (1.14x), 1x4096x8192 1.12x (1.10x), 1x2048x12288 1.07x (1.10x);
 # 1x2048x8192, the size of the LLC, 1.00x (0.95x), so once up to the LLC's size.
-STRIPES_PREFETCH_TWICE = True
 # The longest k it takes: its split copy of x (64 KiB on the stack) is read from L2, at
 # a line per 8 lines of weights.
 STRIPES_MAX_K = 16384
@@ -470,10 +469,10 @@ def _stripes_emit(w, spec, ops, vt) -> None:
             step = 16 if bf16 else 8
             # A line of each stripe per two steps; with a prefetch distance, each stripe's
             # line that far ahead is asked into L2 first (``CostConstants.gl_prefetch``),
-            # and again at half the distance where the weights exceed the LLC
-            # (STRIPES_PREFETCH_TWICE).
+            # and again at half the distance where the weights exceed the LLC (see
+            # STRIPES above).
             ahead = rhs.prefetch_lines if k % (2 * step) == 0 else 0
-            twice = STRIPES_PREFETCH_TWICE and rhs.ref.buffer.tensor.bytes > rhs.llc_bytes
+            twice = rhs.ref.buffer.tensor.bytes > rhs.llc_bytes
             with w.block(f"for (long q = 0; q < {k}; q += {2 * step if ahead else step}) {{"):
                 for d in (ahead, ahead // 2) if twice else (ahead,):
                     for r in range(STRIPES if d else 0):
