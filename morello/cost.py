@@ -25,7 +25,7 @@ MAX_COST = 1 << 62
 # results are keyed by it (``rewrites.compute_actions_fingerprint``), so a database never
 # answers with costs another formula computed. (Kernel names, tile and pack sizes are
 # fingerprinted as they are.)
-COST_SCHEME = 7
+COST_SCHEME = 8
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -109,6 +109,8 @@ class PrimKind(enum.IntEnum):
     MATMUL_SAT16 = 24
     MATMUL_SAT16_ACCUM = 25
     DIV_REDUCED_INTO = 26
+    FMAX = 27
+    FMAX_ACCUM = 28
 
     @property
     def info(self) -> KindInfo:
@@ -402,6 +404,15 @@ def _reduce_accum_ref(fn, fold):
     return ref
 
 
+def _fmax_ref(params, ins, out):
+    return np.fmax.reduce(ins[0], axis=params[0], keepdims=True, out=out, initial=-np.inf)
+
+
+def _fmax_accum_ref(params, ins, out):
+    part = np.fmax.reduce(ins[0], axis=params[0], keepdims=True, initial=-np.inf)
+    return np.fmax(out, part, out=out)
+
+
 def _copy_ref(params, ins, out):
     np.copyto(out, _widened(out, ins[0]))  # numpy broadcasting repeats a kept dim of extent 1
     return out
@@ -472,6 +483,17 @@ KINDS: dict[PrimKind, KindInfo] = {
         "MaxAccum", ("dim",), ("src", "dst"), (0, 1), (1,), (1, MAX_RANK), _reduce_map, "Max",
         0, _reduce_accum_ref(np.max, np.maximum), flops_per_point=1, accumulates=True,
         doc="dst = max(dst, max of src along dim)"),
+    # Softmax's maximum: NaN ignored (np.fmax), which needs no NaN flag per vector, as
+    # Max does (4-10 % of a softmax: ``kernels.stream.Width.nan_flag_step``): a NaN in a
+    # row still makes the row NaN, through its exps.
+    PrimKind.FMAX: KindInfo(
+        "FMax", ("dim",), ("src", "dst"), (0,), (1,), (1, MAX_RANK), _reduce_map, "FMax", 1,
+        _fmax_ref, flops_per_point=1, accum=PrimKind.FMAX_ACCUM,
+        init=-math.inf, doc="dst = max of src along dim, NaN ignored (-inf if all are)"),
+    PrimKind.FMAX_ACCUM: KindInfo(
+        "FMaxAccum", ("dim",), ("src", "dst"), (0, 1), (1,), (1, MAX_RANK), _reduce_map,
+        "FMax", 0, _fmax_accum_ref, flops_per_point=1, accumulates=True,
+        doc="dst = fmax(dst, max of src along dim, NaN ignored)"),
     PrimKind.SUM: KindInfo(
         "Sum", ("dim",), ("src", "dst"), (0,), (1,), (1, MAX_RANK), _reduce_map, "Sum", 1,
         _reduce_ref(np.sum), flops_per_point=1, accum=PrimKind.SUM_ACCUM,

@@ -78,6 +78,7 @@ def test_primitive_matches_numpy(case, shape, seed):
 
 def test_max_and_sum_have_no_kernels():
     assert TABLE.for_kind(PrimKind.MAX) == ()
+    assert TABLE.for_kind(PrimKind.FMAX) == ()
     assert TABLE.for_kind(PrimKind.SUM) == ()
 
 
@@ -108,8 +109,12 @@ KERNEL_SPECS = {
     "BroadcastScalar": (PrimKind.BROADCAST, (1, 107), (1,)),
     "VectorMaxReduce": (PrimKind.MAX_ACCUM, (1, 107), (1,)),
     "VectorMaxAccum": (PrimKind.MAX_ACCUM, (1, 107), (0,)),
+    "VectorMaxRows": (PrimKind.MAX_ACCUM, (5, 107), (0,)),
+    "VectorFMaxReduce": (PrimKind.FMAX_ACCUM, (1, 107), (1,)),
+    "VectorFMaxAccum": (PrimKind.FMAX_ACCUM, (1, 107), (0,)),
     "VectorSumReduce": (PrimKind.SUM_ACCUM, (107, 1), (0,)),
     "VectorSumAccum": (PrimKind.SUM_ACCUM, (107, 1), (1,)),
+    "VectorSumRows": (PrimKind.SUM_ACCUM, (1, 3, 107), (1,)),
     "L1Fill": (PrimKind.FILL, (107,), (-INF,)),
     "VectorExpSum": (PrimKind.SOFTMAX_DENOM_ACCUM, (1, 107), (1,)),
     "VectorExpNormalize": (PrimKind.SOFTMAX_COMPLETE, (1, 107), (1,)),
@@ -230,3 +235,63 @@ def test_16_lane_kernel_computes_its_semantics(name, size):
     prog = schedule(spec, [Select(kernel.name)], "avx512")
     assert "__m512" in prog.c_source
     _check_alone(prog, kernel, params)
+
+
+# --- NaN in maxima ---------------------------------------------------------------------------
+
+NAN_KERNELS = ["VectorMaxReduce", "VectorMaxAccum", "VectorMaxRows", "VectorFMaxReduce",
+               "VectorFMaxAccum"]
+
+
+def _nan_inputs(shape, dst_shape, where: str, seed: int):
+    rng = np.random.default_rng(seed)
+    src = rng.uniform(-1, 1, shape).astype(np.float32)
+    dst = rng.uniform(-1, 1, dst_shape).astype(np.float32)
+    flat = src.reshape(-1)
+    if where == "src first":
+        flat[0] = np.nan
+    elif where == "src last":
+        flat[-1] = np.nan
+    elif where == "src middle":
+        flat[flat.size // 2] = np.nan
+    elif where == "dst":
+        dst.reshape(-1)[-1] = np.nan
+    return src, dst
+
+
+@pytest.mark.parametrize("target", [pytest.param("avx2", marks=pytest.mark.isa("avx2")),
+                                    pytest.param("avx512", marks=pytest.mark.isa("avx512"))])
+@pytest.mark.parametrize("name", NAN_KERNELS)
+@pytest.mark.parametrize("where", ["src first", "src middle", "src last", "dst"])
+def test_max_kernels_treat_nan_as_numpy(target, name, where):
+    """MaxAccum's kernels give NaN where src or dst holds one (np.maximum), FMaxAccum's
+    ignore it (np.fmax, softmax's maximum); max_ps alone does neither (a NaN met before
+    the last vector was lost, and a row's NaN at its end made the row's max -inf)."""
+    from morello import schedule
+    from morello.kernels.avx512 import TABLE as TABLE512
+
+    kind, shape, params = KERNEL_SPECS[name]
+    table = TABLE512 if target == "avx512" else TABLE
+    kernel = table.by_name[name + ("16" if target == "avx512" else "")]
+    spec = _l1_spec(kind, shape, params)
+    prog = schedule(spec, [Select(kernel.name)], target)
+    fn = prog.compile()
+    src, dst = _nan_inputs(spec.operands[0].shape, spec.operands[1].shape, where, 3)
+    want = kernel.semantics()(params, [src], dst.copy())
+    got = fn(src, out=dst.copy())
+    assert np.isnan(want).any() == (kind is PrimKind.MAX_ACCUM), want
+    np.testing.assert_array_equal(got, want)  # NaN where want is NaN, else exact
+
+
+@pytest.mark.isa("avx2")
+@pytest.mark.parametrize("shape, dim", [((4, 64), 1), ((6, 1000), 1), ((3, 7), 1),
+                                        ((37, 131), 0), ((4096, 24), 0), ((3, 5, 40), 1)])
+def test_a_max_reduction_with_nan_is_nan_as_numpys(shape, dim):
+    """reduce_max's rows and columns holding a NaN are NaN, the others exact."""
+    spec = morello.reduce_max(*shape, dim=dim)
+    fn = morello.synthesize(spec, db=False).compile()
+    x = np.random.default_rng(5).uniform(-1, 1, shape).astype(np.float32)
+    flat = x.reshape(-1)
+    for i in (0, flat.size // 3, flat.size - 1):
+        flat[i] = np.nan
+    np.testing.assert_array_equal(fn(x), np.max(x, axis=dim, keepdims=True))

@@ -181,7 +181,7 @@ def test_the_search_finds_the_decomposition():
     acts = [n.action for n in prog.impl.walk()]
     assert sum(isinstance(a, Decompose) for a in acts) == 2
     kinds = {n.spec.kind.title for n in prog.impl.walk()}
-    assert "Max" in kinds
+    assert "FMax" in kinds
     assert {"SoftmaxDenom", "SoftmaxComplete"} <= kinds \
         or {"SoftmaxExp", "Sum", "DivReduced"} <= kinds \
         or {"SoftmaxUnscaled", "DivReduced"} <= kinds
@@ -323,7 +323,7 @@ def test_a_max_pass_in_pieces_is_one_pass_and_the_exps_prefetch():
     prog = morello.synthesize(morello.softmax(16, 20000), replace(AVX2, llc_bytes=256 << 10),
                               db=False)
     maxes = [n for n in prog.impl.walk()
-             if hasattr(n.action, "kernel") and n.spec.kind is PrimKind.MAX_ACCUM]
+             if hasattr(n.action, "kernel") and n.spec.kind is PrimKind.FMAX_ACCUM]
     assert len(maxes) >= 2, prog.impl.pformat()  # the max in pieces
     c = prog.c_source
     assert c.count("p0_next = ") == 1, prog.impl.pformat()

@@ -67,6 +67,63 @@ class Width:
         """The prelude's horizontal ``op`` ("sum", "max") of one vector."""
         return f"morello_h{op}{self.lanes}"
 
+    # NaN in maxima. ``max_ps(a, b)`` returns b where either is NaN, so a running vector
+    # maximum drops a NaN of one side or the other. The maxima here carry a flag that
+    # stays set in any lane that has seen a NaN: per two vectors read, one compare of the
+    # two, "unordered" (8 lanes: a vector, all ones where set) or "ordered" (16 lanes: a
+    # mask of the lanes still free of NaN), merged into the flag by one chain of or (and).
+    # The flag costs softmax, whose max pass overlaps the exps of the row before, 4-6 %
+    # in L1 (512x1024, avx2): one flag per accumulator made gcc spill the accumulators
+    # (0.83x); compares chained through the flag, 0.95x; sums as the flag, 0.84x.
+
+    def nan_flag_init(self, f: str) -> str:
+        """The declaration of a clear flag ``f``."""
+        if self.lanes == 16:
+            return f"__mmask16 {f} = (__mmask16)0xFFFF;"
+        return f"{self.reg} {f} = {self.zero};"
+
+    def nan_flag_step(self, f: str, *xs: str) -> str:
+        """The statement that sets flag ``f`` where any of the vectors ``xs`` (names) is
+        NaN."""
+        pairs = [xs[i:i + 2] * (2 if i + 1 == len(xs) else 1) for i in range(0, len(xs), 2)]
+        if self.lanes == 16:
+            terms = [f"_mm512_cmp_ps_mask({x}, {y}, _CMP_ORD_Q)" for x, y, *_ in pairs]
+            return f"{f} &= {' & '.join(terms)};"
+        terms = [f"_mm256_cmp_ps({x}, {y}, _CMP_UNORD_Q)" for x, y, *_ in pairs]
+        while len(terms) > 1:
+            terms = [f"_mm256_or_ps({terms[0]}, {terms[1]})"] + terms[2:]
+        return f"{f} = _mm256_or_ps({f}, {terms[0]});"
+
+    def nan_flag_set(self, f: str) -> str:
+        """A C condition: some lane of flag ``f`` is set."""
+        if self.lanes == 16:
+            return f"{f} != (__mmask16)0xFFFF"
+        return f"_mm256_movemask_ps({f})"
+
+    def nan_flag_apply(self, f: str, x: str) -> str:
+        """The vector ``x`` with NaN in the lanes flag ``f`` has set."""
+        if self.lanes == 16:
+            return f"_mm512_mask_mov_ps({x}, (__mmask16)~{f}, _mm512_set1_ps(NAN))"
+        return f"_mm256_or_ps({x}, {f})"
+
+    def fmax(self, a: str, b: str) -> str:
+        """The lanes' maxima of vectors ``a`` and ``b``, NaN ignored (np.fmax): two ops more
+        than ``max_ps``."""
+        if self.lanes == 16:
+            return (f"_mm512_mask_mov_ps(_mm512_max_ps({b}, {a}), "
+                    f"_mm512_cmp_ps_mask({a}, {a}, _CMP_UNORD_Q), {b})")
+        return (f"_mm256_blendv_ps(_mm256_max_ps({b}, {a}), {b}, "
+                f"_mm256_cmp_ps({a}, {a}, _CMP_UNORD_Q))")
+
+    def max_nan(self, a: str, b: str) -> str:
+        """The lanes' maxima of vectors ``a`` and ``b``, NaN where either is (as numpy's
+        maximum): two ops more than ``max_ps``."""
+        if self.lanes == 16:
+            return (f"_mm512_mask_mov_ps(_mm512_max_ps({b}, {a}), "
+                    f"_mm512_cmp_ps_mask({b}, {b}, _CMP_UNORD_Q), {b})")
+        return (f"_mm256_or_ps(_mm256_max_ps({b}, {a}), "
+                f"_mm256_cmp_ps({a}, {b}, _CMP_UNORD_Q))")
+
 
 # Vector ops of one exp, priced as FMAs: the clamp and range test, the reduction (3), the
 # polynomial (6 FMAs), the scale (3); measured about 1.0-1.3 cycles per element in 8
@@ -268,20 +325,27 @@ def _hreduce_check(spec: Spec, target: Target) -> Reason:
     return scalar_and_row_check(spec, 1, 0)
 
 
-def _hreduce_cost(v: Width):
+def _hreduce_cost(v: Width, nan_flag: bool = False):
+    """A vector op per vector read, and with ``nan_flag`` (a maximum's) one more per two."""
     def cost(s: Spec, t: Target) -> int:
         n = s.operands[0].volume
-        accs = min(4, n // v.lanes)
+        nvec = n // v.lanes
+        accs = min(4, nvec)
         return (pass_cost(n, t, 1, 1, lanes=v.lanes) + max(accs - 1, 0) * t.costs.fma
-                + (t.costs.hsum if accs else 0) + t.costs.scalar_op + io_cost(s, t))
+                + (t.costs.hsum if accs else 0) + t.costs.scalar_op + io_cost(s, t)
+                + (nvec + 1) // 2 * t.costs.fma * nan_flag)
     return cost
 
 
 def _hreduce_emit(v: Width, op: str, reduce: str, sfold):
     """Horizontal reduction of a contiguous src into a scalar dst: up to four vector
     accumulators (initialized from src's first vectors), combined, reduced across lanes,
-    then the scalar tail, then folded into dst. ``sfold(a, b)`` is the scalar op."""
+    then the scalar tail, then folded into dst. ``sfold(a, b)`` is the scalar op. A
+    maximum is NaN if src or dst holds one (``Width.nan_flag_step``)."""
+    ignore_nan = op == "fmax"  # FMax: NaN ignored, max_ps(x, acc) keeps acc
+    op = "max" if ignore_nan else op
     vfn, hfn, lanes = v.op(op), v.hreduce(reduce), v.lanes
+    flag = op == "max" and not ignore_nan
 
     def emit(w, spec, ops, vt) -> None:
         src, dst = ops
@@ -289,20 +353,44 @@ def _hreduce_emit(v: Width, op: str, reduce: str, sfold):
         nvec = n // lanes
         accs = min(4, nvec)
         n1, n4 = nvec * lanes, n // (4 * lanes) * 4 * lanes
+
+        def flags(names: list[str]) -> None:
+            w.line(v.nan_flag_step("nan", *names))
+
+        def fold(offs: list[int | str]) -> None:
+            """Loads at ``offs`` into acc0, acc1, ... in the current block."""
+            if not flag:
+                for a, off in enumerate(offs):
+                    x = v.load(_at("p0", off))
+                    w.line(f"acc{a} = {vfn}({x}, acc{a});" if ignore_nan
+                           else f"acc{a} = {vfn}(acc{a}, {x});")
+                return
+            for a, off in enumerate(offs):
+                w.line(f"const {v.reg} x{a} = {v.load(_at('p0', off))}; "
+                       f"acc{a} = {vfn}(acc{a}, x{a});")
+            flags([f"x{a}" for a in range(len(offs))])
+
         with w.block("{"):
             w.line(f"const float *restrict p0 = {src.ptr(0)};")
             if accs:
                 for a in range(accs):
-                    w.line(f"{v.reg} acc{a} = {v.load(_at('p0', lanes * a))};")
+                    x = v.load(_at("p0", lanes * a))
+                    if ignore_nan:  # max_ps(x, -inf) is -inf where x is NaN
+                        x = f"{vfn}({x}, {v.set1('-INFINITY')})"
+                    w.line(f"{v.reg} acc{a} = {x};")
+                if flag:
+                    w.line(v.nan_flag_init("nan"))
+                    flags([f"acc{a}" for a in range(accs)])
                 if n4 > 8 * lanes:
                     with w.block(f"for (long q = {4 * lanes}; q < {n4}; q += {4 * lanes}) {{"):
-                        for a in range(4):
-                            w.line(f"acc{a} = {vfn}(acc{a}, {v.load(_at('p0 + q', lanes * a))});")
+                        fold([_at("q", lanes * a) for a in range(4)])
                 elif n4 == 8 * lanes:
-                    for a in range(4):
-                        w.line(f"acc{a} = {vfn}(acc{a}, {v.load(f'p0 + {(4 + a) * lanes}')});")
-                for j, off in enumerate(range(max(n4, lanes * accs), n1, lanes)):
-                    w.line(f"acc{j} = {vfn}(acc{j}, {v.load(f'p0 + {off}')});")
+                    with w.block("{"):
+                        fold([(4 + a) * lanes for a in range(4)])
+                rest = list(range(max(n4, lanes * accs), n1, lanes))
+                if rest:
+                    with w.block("{"):
+                        fold(rest)
                 if accs == 4:
                     w.line(f"acc0 = {vfn}(acc0, acc1);")
                     w.line(f"acc2 = {vfn}(acc2, acc3);")
@@ -311,6 +399,8 @@ def _hreduce_emit(v: Width, op: str, reduce: str, sfold):
                     for a in range(1, accs):
                         w.line(f"acc0 = {vfn}(acc0, acc{a});")
                 w.line(f"float r = {hfn}(acc0);")
+                if flag:
+                    w.line(f"if ({v.nan_flag_set('nan')}) r = NAN;")
                 start = n1
             else:
                 w.line("float r = p0[0];")
@@ -326,7 +416,14 @@ def _hreduce_emit(v: Width, op: str, reduce: str, sfold):
 
 
 def _max2(a: str, b: str) -> str:
-    return f"({b} > {a} ? {b} : {a})"
+    """The larger of scalars a and b, NaN if either is (b != b: b is NaN; a NaN a stays,
+    as no b compares greater)."""
+    return f"({b} > {a} || {b} != {b} ? {b} : {a})"
+
+
+def _fmax2(a: str, b: str) -> str:
+    """The larger of scalars a and b, NaN ignored (C's fmaxf, np.fmax)."""
+    return f"({b} > {a} || {a} != {a} ? {b} : {a})"
 
 
 def _sum2(a: str, b: str) -> str:
@@ -340,11 +437,111 @@ def _accum_check(spec: Spec, target: Target) -> Reason:
 
 
 def _accum_emit(v: Width, op: str, sfold):
+    def vop(x: list[str]) -> str:
+        if op == "max":
+            return v.max_nan(x[0], x[1])
+        if op == "fmax":
+            return v.fmax(x[0], x[1])
+        return f"{v.op(op)}({x[0]}, {x[1]})"
+
     def emit(w, spec, ops, vt) -> None:
         with w.block("{"):
             src, dst = _pointers(w, ops, (1,))
-            _stream_emit(w, v, spec.volume, [dst, src], dst,
-                         lambda x: f"{v.op(op)}({x[0]}, {x[1]})", lambda x: sfold(x[0], x[1]))
+            _stream_emit(w, v, spec.volume, [dst, src], dst, vop, lambda x: sfold(x[0], x[1]))
+    return emit
+
+
+# --- SumAccum, MaxAccum over a few rows at once ---------------------------------------------
+#
+# A reduction along an outer dim (the column sums of a matrix) that takes one row per call
+# reads and writes each vector of dst once per row; these kernels fold ROWS_MAX rows or
+# fewer into it at once. From main memory, a column sum of 4096x4096 in a hand loop (best
+# of 15 passes, Zen 4, one run): a row at a time 14-19 GB/s, 2 rows 22, 4 rows 25-26, 8
+# rows in two partial sums 29 (86 % of the 34 GB/s a read-only pass took), 16 rows 24-25.
+ROWS_MAX = 8
+
+
+def _rows_accum_check(spec: Spec, target: Target) -> Reason:
+    """src's 2..ROWS_MAX slices along the reduced dim each contiguous, of dst's layout
+    (any stride between them), dims before it of 1; both in L1, f32."""
+    d = spec.params[0]
+    r = spec.shape[d]
+    if not 2 <= r <= ROWS_MAX:
+        return f"the reduced dim must be 2 to {ROWS_MAX}"
+    if any(e != 1 for e in spec.shape[:d]):
+        return "the dims before the reduced one must be 1"
+    src, dst = spec.operands
+    if reason := in_l1(src, dst):
+        return reason
+    row = spec.shape[:d] + (1,) + spec.shape[d + 1:]
+    if not src.valid_tile_shape(row):
+        return "src's slices are not tiles of it"
+    return same_contiguous_f32(src.tile(row), dst)
+
+
+def _rows_accum_cost(v: Width, op: str):
+    def cost(s: Spec, t: Target) -> int:
+        r = s.shape[s.params[0]]
+        # Per vector of dst: r loads, dst's load and store; r folds (a maximum's NaN flag:
+        # two compares per two vectors read, dst's, and its application).
+        ops = r + (r + 3 if op == "max" else 0)
+        return pass_cost(s.operands[1].volume, t, r + 2, ops, lanes=v.lanes) + io_cost(s, t)
+    return cost
+
+
+def _rows_accum_emit(v: Width, op: str, sfold):
+    """dst op= the fold of src's rows (slices along the reduced dim): per vector of dst,
+    the rows folded into two partial results (one chain each), then into dst."""
+    vfn, lanes = v.op(op), v.lanes
+    flag = op == "max"
+
+    def emit(w, spec, ops, vt) -> None:
+        src, dst = ops
+        d = spec.params[0]
+        r = spec.shape[d]
+        n = dst.spec.volume
+        n1 = n // lanes * lanes
+        second = tuple(int(i == d) for i in range(len(spec.shape)))
+
+        def at(j: int, q: str) -> str:
+            return f"p0 + {j} * rs + {q}" if j else f"p0 + {q}"
+
+        with w.block("{"):
+            w.line(f"const float *restrict p0 = {src.ptr(0)};")
+            w.line(f"const long rs = {src.ptr_at(second)} - p0;")
+            w.line(f"float *restrict p1 = {dst.ptr(0)};")
+            if n1:
+                with w.block(f"for (long q = 0; q < {n1}; q += {lanes}) {{"):
+                    w.line(f"{v.reg} a = {v.load(at(0, 'q'))}, b = {v.load(at(1, 'q'))};")
+                    if flag:
+                        w.line(v.nan_flag_init("nan"))
+                        w.line(v.nan_flag_step("nan", "a", "b"))
+                    for j in range(2, r, 2):
+                        pair = [j] if j + 1 == r else [j, j + 1]
+                        if not flag:
+                            for i in pair:
+                                acc = "ab"[i % 2]
+                                w.line(f"{acc} = {vfn}({acc}, {v.load(at(i, 'q'))});")
+                            continue
+                        with w.block("{"):
+                            for i in pair:
+                                acc = "ab"[i % 2]
+                                w.line(f"const {v.reg} x{i % 2} = {v.load(at(i, 'q'))}; "
+                                       f"{acc} = {vfn}({acc}, x{i % 2});")
+                            w.line(v.nan_flag_step("nan", *[f"x{i % 2}" for i in pair]))
+                    if flag:
+                        w.line(f"const {v.reg} c = {v.load('p1 + q')};")
+                        w.line(v.nan_flag_step("nan", "c"))
+                        w.line(v.store("p1 + q",
+                                       v.nan_flag_apply("nan", f"{vfn}(c, {vfn}(a, b))")))
+                    else:
+                        w.line(v.store("p1 + q", f"{vfn}({v.load('p1 + q')}, {vfn}(a, b))"))
+            if n > n1:
+                with w.block(f"for (long q = {n1}; q < {n}; q++) {{"):
+                    w.line("float s = p0[q];")
+                    for j in range(1, r):
+                        w.line(f"s = {sfold('s', f'p0[{j} * rs + q]')};")
+                    w.line(f"p1[q] = {sfold('p1[q]', 's')};")
     return emit
 
 
@@ -641,13 +838,27 @@ def rows(v: Width) -> tuple[Kernel, ...]:
                1, _bcast_scalar_emit(v), "a scalar in L1 stored over a contiguous L1 tensor",
                levels=(L1, L1)),
         # --- MaxAccum
-        Kernel(f"VectorMaxReduce{sfx}", PrimKind.MAX_ACCUM, _hreduce_check, _hreduce_cost(v), 4,
+        Kernel(f"VectorMaxReduce{sfx}", PrimKind.MAX_ACCUM, _hreduce_check,
+               _hreduce_cost(v, True), 5,
                _hreduce_emit(v, "max", "max", _max2),
                "dst = max(dst, max of a contiguous L1 src): vector maxima, then across lanes",
                levels=(L1, RL)),
         Kernel(f"VectorMaxAccum{sfx}", PrimKind.MAX_ACCUM, _accum_check,
-               _elementwise_cost(v, 3, 1), 0, _accum_emit(v, "max", _max2),
+               _elementwise_cost(v, 3, 3), 0, _accum_emit(v, "max", _max2),
                "dst = max(dst, src) elementwise (reduced dim of 1), contiguous L1 tensors",
+               levels=(L1, L1)),
+        Kernel(f"VectorMaxRows{sfx}", PrimKind.MAX_ACCUM, _rows_accum_check,
+               _rows_accum_cost(v, "max"), 5, _rows_accum_emit(v, "max", _max2),
+               f"dst = max(dst, max over 2 to {ROWS_MAX} rows of src) elementwise, L1 rows of "
+               "any stride", levels=(L1, L1)),
+        # --- FMaxAccum (softmax's maximum)
+        Kernel(f"VectorFMaxReduce{sfx}", PrimKind.FMAX_ACCUM, _hreduce_check, _hreduce_cost(v),
+               4, _hreduce_emit(v, "fmax", "max", _fmax2),
+               "dst = fmax(dst, max of a contiguous L1 src), NaN ignored: vector maxima, "
+               "then across lanes", levels=(L1, RL)),
+        Kernel(f"VectorFMaxAccum{sfx}", PrimKind.FMAX_ACCUM, _accum_check,
+               _elementwise_cost(v, 3, 3), 0, _accum_emit(v, "fmax", _fmax2),
+               "dst = fmax(dst, src) elementwise (reduced dim of 1), contiguous L1 tensors",
                levels=(L1, L1)),
         # --- SumAccum
         Kernel(f"VectorSumReduce{sfx}", PrimKind.SUM_ACCUM, _hreduce_check, _hreduce_cost(v), 4,
@@ -657,6 +868,10 @@ def rows(v: Width) -> tuple[Kernel, ...]:
         Kernel(f"VectorSumAccum{sfx}", PrimKind.SUM_ACCUM, _accum_check,
                _elementwise_cost(v, 3, 1), 0, _accum_emit(v, "add", _sum2),
                "dst += src elementwise (reduced dim of 1), contiguous L1 tensors", levels=(L1, L1)),
+        Kernel(f"VectorSumRows{sfx}", PrimKind.SUM_ACCUM, _rows_accum_check,
+               _rows_accum_cost(v, "add"), 3, _rows_accum_emit(v, "add", _sum2),
+               f"dst += the sum of 2 to {ROWS_MAX} rows of src elementwise, L1 rows of any "
+               "stride", levels=(L1, L1)),
         # --- Fill: any value (MemsetZero only fills with zero)
         Kernel(f"L1Fill{sfx}", PrimKind.FILL, _l1_fill_check, _l1_fill_cost(v), 1,
                _l1_fill_emit(v), "vector stores of a value over a contiguous L1 tensor",

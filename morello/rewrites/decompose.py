@@ -48,7 +48,7 @@ from morello.specs import PrimKind, Spec, operand_shapes
 # shape of its operand.
 DECOMPOSITIONS: dict[PrimKind, tuple[tuple[tuple, ...], ...]] = {
     PrimKind.SOFTMAX: (
-        ((PrimKind.MAX, (0, NEW)), (PrimKind.SOFTMAX_GIVEN_MAX, (0, NEW, 1))),
+        ((PrimKind.FMAX, (0, NEW)), (PrimKind.SOFTMAX_GIVEN_MAX, (0, NEW, 1))),
         # Online: the max and the denominator in one pass, then the output.
         ((PrimKind.SOFTMAX_ONLINE, (0, NEW, 1)),),
     ),
