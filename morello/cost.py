@@ -25,7 +25,7 @@ MAX_COST = 1 << 62
 # results are keyed by it (``rewrites.compute_actions_fingerprint``), so a database never
 # answers with costs another formula computed. (Kernel names, tile and pack sizes are
 # fingerprinted as they are.)
-COST_SCHEME = 8
+COST_SCHEME = 9
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -50,6 +50,14 @@ RAMP_BYTES = 4096
 # Runs at least this long, read side by side by a loop, save ``Target.sweep_line_saving``
 # per line (``sweep_saving``).
 SWEEP_BYTES = 8192
+
+
+# Runs of an L1 tensor this long or longer cost no more than a contiguous tensor's lines
+# (``move_cost``). A column sum of 4096x4096 from main memory, 8 rows of 512 floats at a
+# time viewed in L1 (VectorSumRows), was priced 1.09x the program that took one row at
+# a time, and ran 1.6-1.9x faster (Zen 4, hand loops; the two programs, see
+# kernels/stream.py ROWS_MAX).
+LONG_RUN_BYTES = 2048
 
 
 def run_bytes(t: TensorSpec) -> int:
@@ -97,7 +105,8 @@ def move_cost(t: TensorSpec, target: Target) -> int:
     (``run_cost``): the hardware prefetchers follow a run, and each new one starts with a
     miss (this is what ranks streaming a matrix row by row above walking it column block
     by column block).
-    In L1, lines of a non-contiguous tensor cost ``strided_factor`` times more.
+    In L1, lines of a non-contiguous tensor cost ``strided_factor`` times more, unless its
+    runs are ``LONG_RUN_BYTES`` or longer (each is then streamed as a contiguous tensor).
     """
     hit = target.hit_cost[t.level]
     if hit == 0:
@@ -105,7 +114,9 @@ def move_cost(t: TensorSpec, target: Target) -> int:
     c = hit * t.units(target)
     if t.level is Level.GL:
         return c + run_cost(run_bytes(t), target) * t.blocks
-    return c if t.contiguous else target.costs.strided_factor * c
+    if t.contiguous or run_bytes(t) >= LONG_RUN_BYTES:
+        return c
+    return target.costs.strided_factor * c
 
 
 def move_pair_cost(src: TensorSpec, dst: TensorSpec, view: bool, target: Target) -> int:

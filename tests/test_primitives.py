@@ -295,3 +295,19 @@ def test_a_max_reduction_with_nan_is_nan_as_numpys(shape, dim):
     for i in (0, flat.size // 3, flat.size - 1):
         flat[i] = np.nan
     np.testing.assert_array_equal(fn(x), np.max(x, axis=dim, keepdims=True))
+
+
+@pytest.mark.isa("avx2")
+def test_a_column_sum_from_main_memory_folds_eight_rows_per_call():
+    """Sum over dim 0 beyond the LLC (here an LLC of 256 KiB): VectorSumRows takes 8 rows
+    of 512 floats at a time (their L1 view's 2 KiB runs priced as contiguous lines,
+    ``cost.LONG_RUN_BYTES``), not a row per call (4096x4096: 1.22x avx2, 1.52x avx512);
+    it matches numpy."""
+    from dataclasses import replace
+
+    prog = morello.synthesize(morello.reduce_sum(512, 4096, dim=0),
+                              replace(AVX2, llc_bytes=256 << 10), db=False)
+    rows = [n.spec for n in prog.impl.walk() if str(n.action) == "VectorSumRows"]
+    assert rows and all(s.shape[0] == 8 for s in rows), prog.impl.pformat()
+    ok, err = prog.verify()
+    assert ok, err
