@@ -12,6 +12,7 @@ hosts measured, 512-bit loads, FMAs and integer ops issue at the 256-bit rates.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from morello.cost import move_cost
@@ -357,7 +358,7 @@ def _hreduce_emit(v: Width, op: str, reduce: str, sfold):
         def flags(names: list[str]) -> None:
             w.line(v.nan_flag_step("nan", *names))
 
-        def fold(offs: list[int | str]) -> None:
+        def fold(offs: Sequence[int | str]) -> None:
             """Loads at ``offs`` into acc0, acc1, ... in the current block."""
             if not flag:
                 for a, off in enumerate(offs):
