@@ -311,3 +311,26 @@ def test_a_column_sum_from_main_memory_folds_eight_rows_per_call():
     assert rows and all(s.shape[0] == 8 for s in rows), prog.impl.pformat()
     ok, err = prog.verify()
     assert ok, err
+
+
+@pytest.mark.isa("avx2")
+@pytest.mark.parametrize("target", ["avx2", pytest.param("avx512", marks=pytest.mark.isa("avx512"))])
+@pytest.mark.parametrize("shape, dram", [((3, 107), False), ((1, 5), False), ((64, 4100), True)])
+def test_relu_propagates_nan_as_numpy_and_torch(target, shape, dram):
+    """relu(NaN) is NaN (np.maximum, torch.relu); it was 0 (``max_ps(x, 0)``), in L1
+    (VectorRelu) and past the caches (VectorReluStream, here beyond a 256 KiB LLC)."""
+    from dataclasses import replace
+
+    from morello.memory import parse_target
+
+    tgt = parse_target(target)
+    if dram:
+        tgt = replace(tgt, llc_bytes=256 << 10)
+    prog = morello.synthesize(morello.relu(*shape), tgt, db=False)
+    kernels = {str(n.action) for n in prog.impl.walk() if isinstance(n.action, Select)}
+    assert any("Stream" in k for k in kernels) == dram, prog.impl.pformat()
+    x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    flat = x.reshape(-1)
+    flat[[0, 2, flat.size // 2, flat.size - 1]] = np.nan
+    flat[1] = -np.inf
+    np.testing.assert_array_equal(prog.compile()(x), np.maximum(x, 0))

@@ -252,6 +252,12 @@ def _elementwise_cost(v: Width, moves: int, ops: int):
 
 # --- Relu, Broadcast ----------------------------------------------------------------------
 
+# max(src, 0) with NaN propagated, as numpy's maximum and torch's relu: ``max_ps(0, x)``
+# returns x where x is NaN (``max_ps(x, 0)`` returned 0 there), and the scalar form keeps
+# x unless it is below 0. The same ops as before.
+RELU_SCALAR = "{x} < 0.0f ? 0.0f : {x}"
+
+
 def _relu_emit(v: Width):
     def emit(w, spec, ops, vt) -> None:
         with w.block("{"):
@@ -259,8 +265,8 @@ def _relu_emit(v: Width):
             if spec.volume >= v.lanes:
                 w.line(f"const {v.reg} zero = {v.zero};")
             _stream_emit(w, v, spec.volume, [src], dst,
-                         lambda x: f"{v.op('max')}({x[0]}, zero)",
-                         lambda x: f"{x[0]} > 0.0f ? {x[0]} : 0.0f")
+                         lambda x: f"{v.op('max')}(zero, {x[0]})",
+                         lambda x: RELU_SCALAR.format(x=x[0]))
     return emit
 
 
