@@ -314,7 +314,8 @@ def test_a_column_sum_from_main_memory_folds_eight_rows_per_call():
 
 
 @pytest.mark.isa("avx2")
-@pytest.mark.parametrize("target", ["avx2", pytest.param("avx512", marks=pytest.mark.isa("avx512"))])
+@pytest.mark.parametrize("target", ["avx2",
+                                    pytest.param("avx512", marks=pytest.mark.isa("avx512"))])
 @pytest.mark.parametrize("shape, dram", [((3, 107), False), ((1, 5), False), ((64, 4100), True)])
 def test_relu_propagates_nan_as_numpy_and_torch(target, shape, dram):
     """relu(NaN) is NaN (np.maximum, torch.relu); it was 0 (``max_ps(x, 0)``), in L1
