@@ -25,7 +25,7 @@ MAX_COST = 1 << 62
 # results are keyed by it (``rewrites.compute_actions_fingerprint``), so a database never
 # answers with costs another formula computed. (Kernel names, tile and pack sizes are
 # fingerprinted as they are.)
-COST_SCHEME = 9
+COST_SCHEME = 10
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -53,10 +53,11 @@ SWEEP_BYTES = 8192
 
 
 # Runs of an L1 tensor this long or longer cost no more than a contiguous tensor's lines
-# (``move_cost``). A column sum of 4096x4096 from main memory, 8 rows of 512 floats at a
-# time viewed in L1 (VectorSumRows), was priced 1.09x the program that took one row at
-# a time, and ran 1.6-1.9x faster (Zen 4, hand loops; the two programs, see
-# kernels/stream.py ROWS_MAX).
+# in a problem beyond the LLC (``move_cost``). A column sum of 4096x4096 from main
+# memory, 8 rows of 512 floats at a time viewed in L1 (VectorSumRows), was priced 1.09x
+# the program that took one row at a time, and ran 1.6-1.9x faster (Zen 4, hand loops;
+# the search's programs 1.37-1.39x, scheduled, 11 rounds). Within the LLC the same
+# programs ran 0.93x (2048x3000; 4 rows 0.78x, 2 rows 0.67x): there the rule is not taken.
 LONG_RUN_BYTES = 2048
 
 
@@ -106,7 +107,8 @@ def move_cost(t: TensorSpec, target: Target) -> int:
     miss (this is what ranks streaming a matrix row by row above walking it column block
     by column block).
     In L1, lines of a non-contiguous tensor cost ``strided_factor`` times more, unless its
-    runs are ``LONG_RUN_BYTES`` or longer (each is then streamed as a contiguous tensor).
+    runs are ``LONG_RUN_BYTES`` or longer in a problem beyond the LLC (``gl_in_dram``:
+    each then continues a stream from main memory, as a contiguous tensor's lines do).
     """
     hit = target.hit_cost[t.level]
     if hit == 0:
@@ -114,7 +116,7 @@ def move_cost(t: TensorSpec, target: Target) -> int:
     c = hit * t.units(target)
     if t.level is Level.GL:
         return c + run_cost(run_bytes(t), target) * t.blocks
-    if t.contiguous or run_bytes(t) >= LONG_RUN_BYTES:
+    if t.contiguous or (target.gl_in_dram and run_bytes(t) >= LONG_RUN_BYTES):
         return c
     return target.costs.strided_factor * c
 

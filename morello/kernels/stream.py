@@ -473,7 +473,8 @@ def _accum_emit(v: Width, op: str, sfold):
 # The search's programs against a row per call (each morello's ``emit``, 11 alternating
 # rounds, /tmp A/B): 4096x4096 from main memory, sum 1.22x (avx2) and 1.52x (avx512),
 # max 1.02x and 1.31x; in L1 16x200 1.16x, L2 1024x1024 1.04x, 128x400 0.98x; in L3
-# 2048x3000 0.93x (its column strips, 8 rows each).
+# 2048x3000 0.93x (its column strips, 8 rows each), where a strided view of rows is
+# now priced as before (``cost.LONG_RUN_BYTES``) and a row per call kept.
 ROWS_MAX = 8
 
 
