@@ -74,9 +74,10 @@ class Width:
     # stays set in any lane that has seen a NaN: per two vectors read, one compare of the
     # two, "unordered" (8 lanes: a vector, all ones where set) or "ordered" (16 lanes: a
     # mask of the lanes still free of NaN), merged into the flag by one chain of or (and).
-    # The flag costs softmax, whose max pass overlaps the exps of the row before, 4-6 %
-    # in L1 (512x1024, avx2): one flag per accumulator made gcc spill the accumulators
-    # (0.83x); compares chained through the flag, 0.95x; sums as the flag, 0.84x.
+    # Softmax takes its maxima as FMax, with no flag: in its max pass, which overlaps the
+    # exps of the row before, this flag cost 0.93x (512x1024 in L1, avx2); one flag per
+    # accumulator 0.83x (gcc spilled them), compares chained through the flag 0.95x,
+    # sums as the flag 0.84x.
 
     def nan_flag_init(self, f: str) -> str:
         """The declaration of a clear flag ``f``."""
@@ -87,11 +88,11 @@ class Width:
     def nan_flag_step(self, f: str, *xs: str) -> str:
         """The statement that sets flag ``f`` where any of the vectors ``xs`` (names) is
         NaN."""
-        pairs = [xs[i:i + 2] * (2 if i + 1 == len(xs) else 1) for i in range(0, len(xs), 2)]
+        pairs = [(xs[i], xs[min(i + 1, len(xs) - 1)]) for i in range(0, len(xs), 2)]
         if self.lanes == 16:
-            terms = [f"_mm512_cmp_ps_mask({x}, {y}, _CMP_ORD_Q)" for x, y, *_ in pairs]
+            terms = [f"_mm512_cmp_ps_mask({x}, {y}, _CMP_ORD_Q)" for x, y in pairs]
             return f"{f} &= {' & '.join(terms)};"
-        terms = [f"_mm256_cmp_ps({x}, {y}, _CMP_UNORD_Q)" for x, y, *_ in pairs]
+        terms = [f"_mm256_cmp_ps({x}, {y}, _CMP_UNORD_Q)" for x, y in pairs]
         while len(terms) > 1:
             terms = [f"_mm256_or_ps({terms[0]}, {terms[1]})"] + terms[2:]
         return f"{f} = _mm256_or_ps({f}, {terms[0]});"
