@@ -90,8 +90,11 @@ class Width:
         NaN."""
         pairs = [(xs[i], xs[min(i + 1, len(xs) - 1)]) for i in range(0, len(xs), 2)]
         if self.lanes == 16:
-            terms = [f"_mm512_cmp_ps_mask({x}, {y}, _CMP_ORD_Q)" for x, y in pairs]
-            return f"{f} &= {' & '.join(terms)};"
+            # Masked compares, each clearing the lanes of the flag where its pair holds
+            # NaN: a row max 1024x1024 in L2 ran 0.94x the flagless one, where compares
+            # and-ed together into the flag ran 0.77x (hand-edited programs, 11 rounds).
+            return " ".join(f"{f} = _mm512_mask_cmp_ps_mask({f}, {x}, {y}, _CMP_ORD_Q);"
+                            for x, y in pairs)
         terms = [f"_mm256_cmp_ps({x}, {y}, _CMP_UNORD_Q)" for x, y in pairs]
         while len(terms) > 1:
             terms = [f"_mm256_or_ps({terms[0]}, {terms[1]})"] + terms[2:]
