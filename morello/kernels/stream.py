@@ -73,7 +73,7 @@ class Width:
     # maximum drops a NaN of one side or the other. The maxima here carry a flag that
     # stays set in any lane that has seen a NaN: per two vectors read, one compare of the
     # two, "unordered" (8 lanes: a vector, all ones where set) or "ordered" (16 lanes: a
-    # mask of the lanes still free of NaN), merged into the flag by one chain of or (and).
+    # mask of the lanes still free of NaN), merged by a chain of or (by masking the compares).
     # Softmax takes its maxima as FMax, with no flag: in its max pass, which overlaps the
     # exps of the row before, this flag cost 0.93x (512x1024 in L1, avx2); one flag per
     # accumulator 0.83x (gcc spilled them), compares chained through the flag 0.95x,
