@@ -1080,8 +1080,8 @@ def _elementwise_stream_check(spec: Spec, target: Target) -> Reason:
 
 # Each kind's vector and scalar expressions over v and u (s[i] and t[i]).
 _STREAM_OPS = {
-    # NaN propagated (see ``kernels.stream.RELU_SCALAR``).
-    PrimKind.RELU: ("_mm256_max_ps(_mm256_setzero_ps(), v)", "s[i] < 0.0f ? 0.0f : s[i]"),
+    # NaN propagated, as VectorRelu (``stream.RELU_SCALAR``).
+    PrimKind.RELU: ("_mm256_max_ps(_mm256_setzero_ps(), v)", stream.RELU_SCALAR.format(x="s[i]")),
     PrimKind.ADD: ("_mm256_add_ps(v, u)", "s[i] + t[i]"),
     PrimKind.MUL: ("_mm256_mul_ps(v, u)", "s[i] * t[i]"),
 }

@@ -479,6 +479,8 @@ def _accum_emit(v: Width, op: str, sfold):
 # max 1.02x and 1.31x; in L1 16x200 1.16x, L2 1024x1024 1.04x, 128x400 0.98x; in L3
 # 2048x3000 0.93x (its column strips, 8 rows each), where a strided view of rows is
 # now priced as before (``cost.LONG_RUN_BYTES``) and a row per call kept.
+# (VectorSumAccum and VectorMaxAccum are these kernels' one-row case, with a loop
+# unrolled four times; the two are kept apart for that.)
 ROWS_MAX = 8
 
 
@@ -538,25 +540,20 @@ def _rows_accum_emit(v: Width, op: str, sfold):
                         w.line(v.nan_flag_init("nan"))
                         w.line(v.nan_flag_step("nan", "a", "b"))
                     for j in range(2, r, 2):
-                        pair = [j] if j + 1 == r else [j, j + 1]
-                        if not flag:
-                            for i in pair:
-                                acc = "ab"[i % 2]
-                                w.line(f"{acc} = {vfn}({acc}, {v.load(at(i, 'q'))});")
-                            continue
+                        pair = range(j, min(j + 2, r))
                         with w.block("{"):
                             for i in pair:
                                 acc = "ab"[i % 2]
                                 w.line(f"const {v.reg} x{i % 2} = {v.load(at(i, 'q'))}; "
                                        f"{acc} = {vfn}({acc}, x{i % 2});")
-                            w.line(v.nan_flag_step("nan", *[f"x{i % 2}" for i in pair]))
+                            if flag:
+                                w.line(v.nan_flag_step("nan", *[f"x{i % 2}" for i in pair]))
+                    w.line(f"const {v.reg} c = {v.load('p1 + q')};")
+                    total = f"{vfn}(c, {vfn}(a, b))"
                     if flag:
-                        w.line(f"const {v.reg} c = {v.load('p1 + q')};")
                         w.line(v.nan_flag_step("nan", "c"))
-                        w.line(v.store("p1 + q",
-                                       v.nan_flag_apply("nan", f"{vfn}(c, {vfn}(a, b))")))
-                    else:
-                        w.line(v.store("p1 + q", f"{vfn}({v.load('p1 + q')}, {vfn}(a, b))"))
+                        total = v.nan_flag_apply("nan", total)
+                    w.line(v.store("p1 + q", total))
             if n > n1:
                 with w.block(f"for (long q = {n1}; q < {n}; q++) {{"):
                     w.line("float s = p0[q];")
