@@ -246,6 +246,34 @@ def test_widen_axpy_prefetches_only_along_a_long_k(k, prefetches):
 
 
 @pytest.mark.isa("avx2")
+@pytest.mark.parametrize("k, n, split", [(48, 192, 16), (8, 128, None), (512, 1024, None)])
+def test_widen_axpy_sweep_keeps_out_in_even_odd_order_only_within_a_call(k, n, split):
+    """WidenAxpySweep puts out's columns in even/odd order per 16 before its loops and
+    back after them: under a split of k, each call after the first starts from the sums
+    of the calls before, in columns' order (a wrong reordering mixes them up)."""
+    from morello import Move, Select, Split, ToAccum, schedule
+    spec = morello.matmul(1, k, n, dtypes=("f32", "bf16", "f32"))
+    steps = [Move(0, Level.L1), Move(2, Level.L1), ToAccum(), None]
+    steps += [Split(split)] if split else []
+    prog = schedule(spec, steps + [Select("WidenAxpySweep")])
+    ok, err = prog.verify(prog.compile())
+    assert ok, err
+
+
+def test_widen_axpy_sweep_is_for_problems_within_the_last_level_cache():
+    """Beyond the LLC x.W keeps WidenAxpyLoop's loop nest (which prefetches there); in
+    cache the search takes the sweep (x.W 1x512x1024: 1.04-1.13x the nest, avx2)."""
+    from morello.kernels.avx2 import BY_NAME
+    spec = morello.matmul(1, 512, 1024, dtypes=("f32", "bf16", "f32"))
+    prog = morello.synthesize(spec, target=AVX2, db=False)
+    assert "WidenAxpySweep" in _kernels(prog), prog.impl.pformat()
+    accum = next(n.spec for n in prog.impl.walk() if n.spec.kind is PrimKind.MATMUL_ACCUM)
+    sweep = BY_NAME["WidenAxpySweep"]
+    assert sweep.check(accum, AVX2) is None
+    assert "last-level cache" in sweep.check(accum, AVX2.in_dram())
+
+
+@pytest.mark.isa("avx2")
 def test_widen_axpy_prefetches_into_l2_beyond_the_last_level_cache():
     """Over a split k, where the problem exceeds the last-level cache (here one of 64
     KiB), each row's lines some way ahead go into L2: ``gl_prefetch`` lines, at most an

@@ -568,10 +568,15 @@ def _axpy_check(spec: Spec, target: Target) -> Reason:
 
 def axpy_why_not(spec: Spec, block: int) -> Reason:
     """WidenAxpyLoop's rule, for vectors of ``block`` bf16 (16: ymm, 32: zmm)."""
-    lhs, rhs, out = spec.operands
     b, m, k, n = spec.shape
     if (b, m) != (1, 1) or n % block or n > 64:
         return f"needs a [1,1,k]x[1,k,n] product, n a multiple of {block} up to 64"
+    return _axpy_operands(spec)
+
+
+def _axpy_operands(spec: Spec) -> Reason:
+    """The operands of WidenAxpyLoop and WidenAxpySweep."""
+    lhs, rhs, out = spec.operands
     if lhs.level is not Level.L1 or not lhs.contiguous or lhs.dtype is not Dtype.F32:
         return "lhs must be contiguous f32 in L1"
     if rhs.dtype is not Dtype.BF16 or rhs.level.counts_registers:
@@ -697,6 +702,89 @@ def axpy_cost(s: Spec, t: Target, block: int) -> int:
     per_k = max(nb * (2 * c.fma + 2 * c.vector_move) + c.broadcast, 8 * c.fma)
     mem = move_cost(rhs, t) if rhs.level is not Level.L1 else 0
     return k * per_k + nb * 4 * c.vector_move + mem
+
+
+# WidenAxpySweep's rows of W a column tile takes at a time, and its tile's columns.
+SWEEP_ROWS, SWEEP_COLS = 8, 64
+
+
+def _sweep_check(spec: Spec, target: Target) -> Reason:
+    """WidenAxpyLoop's operands, with all of out (at least two column tiles) and rows of
+    W in multiples of ``SWEEP_ROWS``, in a problem within the last-level cache."""
+    b, m, k, n = spec.shape
+    if n % SWEEP_COLS or n < 2 * SWEEP_COLS or k % SWEEP_ROWS:
+        return (f"needs n a multiple of {SWEEP_COLS} (two tiles or more) and k of "
+                f"{SWEEP_ROWS}")
+    if target.gl_in_dram:
+        return "not beyond the last-level cache (WidenAxpyLoop's prefetches are there)"
+    if (b, m) != (1, 1):
+        return "needs a [1,1,k]x[1,k,n] product"
+    return _axpy_operands(spec)
+
+
+def _sweep_emit(w, spec, ops, vt) -> None:
+    """out += x W over all of out: the loop nest Split(8) over TileOut(64) over
+    WidenAxpyLoop, but with out's columns in even/odd order (per 16: the even ones, then
+    the odd ones) from its first row of W to its last, so that each tile's accumulators
+    are loaded from out and stored back as they are, where WidenAxpyLoop interleaves them
+    (two unpacks, two lane permutes and two adds per 16 columns, every 8 rows). out is
+    put in that order before and back after, once."""
+    lhs, rhs, out = ops
+    k, n = spec.shape[2], spec.shape[3]
+    nb = SWEEP_COLS // 16
+    with w.block("{"):
+        w.line("const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);")
+        w.line(f"float *restrict y = {out.ptr(0)};")
+        w.line(f"const float *restrict xs = {lhs.ptr(0)};")
+        w.line(f"const uint16_t *restrict w0 = {rhs.ptr(0)};")
+        w.line(f"const long rs = {rhs.ptr_at((0, 1, 0))} - w0;")
+        with w.block(f"for (long g = 0; g < {n}; g += 16) {{"):
+            w.line("const __m256 v0 = _mm256_loadu_ps(y + g), v1 = _mm256_loadu_ps(y + g + 8);")
+            for half, sel in ((0, "0x88"), (8, "0xDD")):
+                w.line(f"_mm256_storeu_ps(y + g + {half}, _mm256_castpd_ps(_mm256_permute4x64_pd("
+                       f"_mm256_castps_pd(_mm256_shuffle_ps(v0, v1, {sel})), 0xD8)));")
+        with w.block(f"for (long kk = 0; kk < {k}; kk += {SWEEP_ROWS}) {{"):
+            with w.block(f"for (long c = 0; c < {n}; c += {SWEEP_COLS}) {{"):
+                w.line("const uint16_t *restrict row = w0 + kk * rs + c;")
+                for j in range(nb):
+                    w.line(f"__m256 e{j} = _mm256_loadu_ps(y + c + {16 * j}), "
+                           f"o{j} = _mm256_loadu_ps(y + c + {16 * j + 8});")
+                with w.block(f"for (long q = 0; q < {SWEEP_ROWS}; q++, row += rs) {{"):
+                    w.line("const __m256 x = _mm256_set1_ps(xs[kk + q]);")
+                    for j in range(nb):
+                        w.line(f"__m256i w{j} = _mm256_loadu_si256((const __m256i *)"
+                               f"(row + {16 * j})); {pin_widened(rhs, f'w{j}')}")
+                        w.line(f"e{j} = _mm256_fmadd_ps(x, _mm256_castsi256_ps("
+                               f"_mm256_slli_epi32(w{j}, 16)), e{j});")
+                        w.line(f"o{j} = _mm256_fmadd_ps(x, _mm256_castsi256_ps("
+                               f"_mm256_and_si256(w{j}, hi)), o{j});")
+                for j in range(nb):
+                    w.line(f"_mm256_storeu_ps(y + c + {16 * j}, e{j}); "
+                           f"_mm256_storeu_ps(y + c + {16 * j + 8}, o{j});")
+        with w.block(f"for (long g = 0; g < {n}; g += 16) {{"):
+            w.line("const __m256 e = _mm256_loadu_ps(y + g), o = _mm256_loadu_ps(y + g + 8);")
+            w.line("const __m256 l = _mm256_unpacklo_ps(e, o), h = _mm256_unpackhi_ps(e, o);")
+            w.line("_mm256_storeu_ps(y + g, _mm256_permute2f128_ps(l, h, 0x20));")
+            w.line("_mm256_storeu_ps(y + g + 8, _mm256_permute2f128_ps(l, h, 0x31));")
+
+
+def _sweep_cost(s: Spec, t: Target) -> int:
+    """WidenAxpyLoop's arithmetic per tile of ``SWEEP_ROWS`` x ``SWEEP_COLS``, with a
+    load and a store per accumulator where it prices an interleaving epilogue at twice
+    that; the two reorderings of out; W's lines as the loop nest pays them (every row one
+    run, its tiles read in turn: ``rewrites.tile.stream_discount``)."""
+    k, n = s.shape[2], s.shape[3]
+    c = t.costs
+    nb = SWEEP_COLS // 16
+    rhs = s.operands[1]
+    per_k = max(nb * (2 * c.fma + 2 * c.vector_move) + c.broadcast, 8 * c.fma)
+    tiles = (k // SWEEP_ROWS) * (n // SWEEP_COLS)
+    reorder = 2 * (n // 16) * 4 * c.vector_move
+    if rhs.level is Level.GL:
+        mem = t.hit_cost[Level.GL] * rhs.units(t) + run_cost(n * rhs.dtype.size, t) * k
+    else:
+        mem = move_cost(rhs, t)
+    return tiles * (SWEEP_ROWS * per_k + nb * 2 * c.vector_move) + reorder + mem
 
 
 def _pairs_along_k(t: TensorSpec) -> bool:
@@ -1339,6 +1427,13 @@ KERNELS: tuple[Kernel, ...] = (
            "all of k (even/odd columns widened by a shift and a mask, interleaved at the "
            "end)", unit_dims=(0, 1), levels=(L1, MEM, L1),
            dtypes=(F32, (Dtype.BF16,), F32)),
+    # Not in the reference: the loop nest above WidenAxpyLoop in cache, out's columns
+    # kept in the widening's even/odd order throughout.
+    Kernel("WidenAxpySweep", PrimKind.MATMUL_ACCUM, _sweep_check, _sweep_cost, 12,
+           _sweep_emit, f"x (f32 row) times bf16 weight rows summed into all of out: "
+           f"{SWEEP_ROWS} rows of W over each {SWEEP_COLS} columns in turn, out's columns "
+           "in even/odd order meanwhile (reordered once before and once after)",
+           unit_dims=(0, 1), levels=(L1, MEM, L1), dtypes=(F32, (Dtype.BF16,), F32)),
     # Not in the reference: u8 x s8 -> s32 there is a dot-product loop over bytes.
     Kernel("PairMaddS16", PrimKind.MATMUL_ACCUM, _madd_check, _madd_cost, 4, _madd_emit,
            "out (s32 vectors) += pairs of lhs (u8/s8/s16) times interleaved s16 rhs rows "
