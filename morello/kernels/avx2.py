@@ -708,7 +708,7 @@ def axpy_cost(s: Spec, t: Target, block: int) -> int:
 SWEEP_ROWS, SWEEP_COLS = 8, 64
 
 
-def _sweep_check(spec: Spec, target: Target) -> Reason:
+def sweep_check(spec: Spec, target: Target) -> Reason:
     """WidenAxpyLoop's operands, with all of out (at least two column tiles) and rows of
     W in multiples of ``SWEEP_ROWS``, in a problem within the last-level cache."""
     b, m, k, n = spec.shape
@@ -723,63 +723,90 @@ def _sweep_check(spec: Spec, target: Target) -> Reason:
 
 
 def _sweep_emit(w, spec, ops, vt) -> None:
+    sweep_emit(w, spec, ops, wide=False)
+
+
+def sweep_emit(w, spec, ops, wide: bool) -> None:
     """out += x W over all of out: the loop nest Split(8) over TileOut(64) over
-    WidenAxpyLoop, but with out's columns in even/odd order (per 16: the even ones, then
-    the odd ones) from its first row of W to its last, so that each tile's accumulators
-    are loaded from out and stored back as they are, where WidenAxpyLoop interleaves them
-    (two unpacks, two lane permutes and two adds per 16 columns, every 8 rows). out is
-    put in that order before and back after, once."""
+    WidenAxpyLoop, but with out's columns in even/odd order (per 16, ``wide``: 32: the
+    even ones, then the odd ones) from its first row of W to its last, so that each tile's
+    accumulators are loaded from out and stored back as they are, where WidenAxpyLoop
+    interleaves them (two unpacks, two lane permutes and two adds per 16 columns, every 8
+    rows). out is put in that order before and back after, once."""
     lhs, rhs, out = ops
     k, n = spec.shape[2], spec.shape[3]
-    nb = SWEEP_COLS // 16
+    block = 32 if wide else 16
+    nb, half = SWEEP_COLS // block, block // 2
+    P, V, si = ("_mm512", "__m512", "si512") if wide else ("_mm256", "__m256", "si256")
+    load = ("_mm512_loadu_si512((const void *)" if wide
+            else "_mm256_loadu_si256((const __m256i *)")
     with w.block("{"):
-        w.line("const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);")
+        w.line(f"const {V}i hi = {P}_set1_epi32((int)0xFFFF0000u);")
         w.line(f"float *restrict y = {out.ptr(0)};")
         w.line(f"const float *restrict xs = {lhs.ptr(0)};")
         w.line(f"const uint16_t *restrict w0 = {rhs.ptr(0)};")
         w.line(f"const long rs = {rhs.ptr_at((0, 1, 0))} - w0;")
-        with w.block(f"for (long g = 0; g < {n}; g += 16) {{"):
-            w.line("const __m256 v0 = _mm256_loadu_ps(y + g), v1 = _mm256_loadu_ps(y + g + 8);")
-            for half, sel in ((0, "0x88"), (8, "0xDD")):
-                w.line(f"_mm256_storeu_ps(y + g + {half}, _mm256_castpd_ps(_mm256_permute4x64_pd("
-                       f"_mm256_castps_pd(_mm256_shuffle_ps(v0, v1, {sel})), 0xD8)));")
+        if wide:  # lane i of the even (odd) half takes column 2i (2i + 1) of the 32
+            for name, first in (("ev", 0), ("od", 1)):
+                idx = ", ".join(str(first + 2 * i) for i in reversed(range(16)))
+                w.line(f"const __m512i {name} = _mm512_set_epi32({idx});")
+            for name, first in (("lo16", 0), ("hi16", 8)):
+                idx = ", ".join(str(first + i // 2 + 16 * (i % 2)) for i in reversed(range(16)))
+                w.line(f"const __m512i {name} = _mm512_set_epi32({idx});")
+        with w.block(f"for (long g = 0; g < {n}; g += {block}) {{"):
+            w.line(f"const {V} v0 = {P}_loadu_ps(y + g), v1 = {P}_loadu_ps(y + g + {half});")
+            for off, sel, idx in ((0, "0x88", "ev"), (half, "0xDD", "od")):
+                part = (f"_mm512_permutex2var_ps(v0, {idx}, v1)" if wide
+                        else "_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd("
+                             f"_mm256_shuffle_ps(v0, v1, {sel})), 0xD8))")
+                w.line(f"{P}_storeu_ps(y + g + {off}, {part});")
         with w.block(f"for (long kk = 0; kk < {k}; kk += {SWEEP_ROWS}) {{"):
             with w.block(f"for (long c = 0; c < {n}; c += {SWEEP_COLS}) {{"):
                 w.line("const uint16_t *restrict row = w0 + kk * rs + c;")
                 for j in range(nb):
-                    w.line(f"__m256 e{j} = _mm256_loadu_ps(y + c + {16 * j}), "
-                           f"o{j} = _mm256_loadu_ps(y + c + {16 * j + 8});")
+                    w.line(f"{V} e{j} = {P}_loadu_ps(y + c + {block * j}), "
+                           f"o{j} = {P}_loadu_ps(y + c + {block * j + half});")
                 with w.block(f"for (long q = 0; q < {SWEEP_ROWS}; q++, row += rs) {{"):
-                    w.line("const __m256 x = _mm256_set1_ps(xs[kk + q]);")
+                    w.line(f"const {V} x = {P}_set1_ps(xs[kk + q]);")
                     for j in range(nb):
-                        w.line(f"__m256i w{j} = _mm256_loadu_si256((const __m256i *)"
-                               f"(row + {16 * j})); {pin_widened(rhs, f'w{j}')}")
-                        w.line(f"e{j} = _mm256_fmadd_ps(x, _mm256_castsi256_ps("
-                               f"_mm256_slli_epi32(w{j}, 16)), e{j});")
-                        w.line(f"o{j} = _mm256_fmadd_ps(x, _mm256_castsi256_ps("
-                               f"_mm256_and_si256(w{j}, hi)), o{j});")
+                        w.line(f"{V}i w{j} = {load}(row + {block * j})); "
+                               f"{pin_widened(rhs, f'w{j}')}")
+                        w.line(f"e{j} = {P}_fmadd_ps(x, {P}_cast{si}_ps("
+                               f"{P}_slli_epi32(w{j}, 16)), e{j});")
+                        w.line(f"o{j} = {P}_fmadd_ps(x, {P}_cast{si}_ps("
+                               f"{P}_and_{si}(w{j}, hi)), o{j});")
                 for j in range(nb):
-                    w.line(f"_mm256_storeu_ps(y + c + {16 * j}, e{j}); "
-                           f"_mm256_storeu_ps(y + c + {16 * j + 8}, o{j});")
-        with w.block(f"for (long g = 0; g < {n}; g += 16) {{"):
-            w.line("const __m256 e = _mm256_loadu_ps(y + g), o = _mm256_loadu_ps(y + g + 8);")
-            w.line("const __m256 l = _mm256_unpacklo_ps(e, o), h = _mm256_unpackhi_ps(e, o);")
-            w.line("_mm256_storeu_ps(y + g, _mm256_permute2f128_ps(l, h, 0x20));")
-            w.line("_mm256_storeu_ps(y + g + 8, _mm256_permute2f128_ps(l, h, 0x31));")
+                    w.line(f"{P}_storeu_ps(y + c + {block * j}, e{j}); "
+                           f"{P}_storeu_ps(y + c + {block * j + half}, o{j});")
+        with w.block(f"for (long g = 0; g < {n}; g += {block}) {{"):
+            w.line(f"const {V} e = {P}_loadu_ps(y + g), o = {P}_loadu_ps(y + g + {half});")
+            if wide:
+                w.line("_mm512_storeu_ps(y + g, _mm512_permutex2var_ps(e, lo16, o));")
+                w.line("_mm512_storeu_ps(y + g + 16, _mm512_permutex2var_ps(e, hi16, o));")
+            else:
+                w.line("const __m256 l = _mm256_unpacklo_ps(e, o), "
+                       "h = _mm256_unpackhi_ps(e, o);")
+                w.line("_mm256_storeu_ps(y + g, _mm256_permute2f128_ps(l, h, 0x20));")
+                w.line("_mm256_storeu_ps(y + g + 8, _mm256_permute2f128_ps(l, h, 0x31));")
 
 
 def _sweep_cost(s: Spec, t: Target) -> int:
-    """WidenAxpyLoop's arithmetic per tile of ``SWEEP_ROWS`` x ``SWEEP_COLS``, with a
-    load and a store per accumulator where it prices an interleaving epilogue at twice
-    that; the two reorderings of out; W's lines as the loop nest pays them (every row one
-    run, its tiles read in turn: ``rewrites.tile.stream_discount``)."""
+    return sweep_cost(s, t, 16)
+
+
+def sweep_cost(s: Spec, t: Target, block: int) -> int:
+    """WidenAxpyLoop's arithmetic per tile of ``SWEEP_ROWS`` x ``SWEEP_COLS`` (vectors of
+    ``block`` bf16), with a load and a store per accumulator where it prices an
+    interleaving epilogue at twice that; the two reorderings of out; W's lines as the loop
+    nest pays them (every row one run, its tiles read in turn:
+    ``rewrites.tile.stream_discount``)."""
     k, n = s.shape[2], s.shape[3]
     c = t.costs
-    nb = SWEEP_COLS // 16
+    nb = SWEEP_COLS // block
     rhs = s.operands[1]
     per_k = max(nb * (2 * c.fma + 2 * c.vector_move) + c.broadcast, 8 * c.fma)
     tiles = (k // SWEEP_ROWS) * (n // SWEEP_COLS)
-    reorder = 2 * (n // 16) * 4 * c.vector_move
+    reorder = 2 * (n // block) * 4 * c.vector_move
     if rhs.level is Level.GL:
         mem = t.hit_cost[Level.GL] * rhs.units(t) + run_cost(n * rhs.dtype.size, t) * k
     else:
@@ -1429,7 +1456,7 @@ KERNELS: tuple[Kernel, ...] = (
            dtypes=(F32, (Dtype.BF16,), F32)),
     # Not in the reference: the loop nest above WidenAxpyLoop in cache, out's columns
     # kept in the widening's even/odd order throughout.
-    Kernel("WidenAxpySweep", PrimKind.MATMUL_ACCUM, _sweep_check, _sweep_cost, 12,
+    Kernel("WidenAxpySweep", PrimKind.MATMUL_ACCUM, sweep_check, _sweep_cost, 12,
            _sweep_emit, f"x (f32 row) times bf16 weight rows summed into all of out: "
            f"{SWEEP_ROWS} rows of W over each {SWEEP_COLS} columns in turn, out's columns "
            "in even/odd order meanwhile (reordered once before and once after)",

@@ -28,6 +28,9 @@ from morello.kernels.avx2 import (
     quad_tile_check,
     quad_tile_cost,
     rows_check,
+    sweep_check,
+    sweep_cost,
+    sweep_emit,
 )
 from morello.kernels.base import (
     F32,
@@ -197,6 +200,12 @@ AVX512_KERNELS = (
            lambda s, t: axpy_cost(s, t, 32), 8,
            lambda w, spec, ops, vt: axpy_emit(w, spec, ops, wide=True),
            "WidenAxpyLoop over 32 or 64 columns, 32 bf16 a vector (zmm)",
+           unit_dims=(0, 1), levels=(L1, MEM, L1), dtypes=(F32, (Dtype.BF16,), F32)),
+    # Not in the reference: WidenAxpySweep in 16 lanes.
+    Kernel("WidenAxpySweep16", PrimKind.MATMUL_ACCUM, sweep_check,
+           lambda s, t: sweep_cost(s, t, 32), 8,
+           lambda w, spec, ops, vt: sweep_emit(w, spec, ops, wide=True),
+           "WidenAxpySweep, 32 bf16 a vector (zmm)",
            unit_dims=(0, 1), levels=(L1, MEM, L1), dtypes=(F32, (Dtype.BF16,), F32)),
     # Not in the reference: exact u8 x s8 there is a dot-product loop over bytes.
     Kernel("DpbusdLoop", PrimKind.MATMUL_ACCUM, _dpbusd_check, _dpbusd_cost, 2,
