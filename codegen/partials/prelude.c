@@ -106,15 +106,18 @@ MORELLO_FN int32_t morello_sat16(int32_t v) {
  * |r| <= ln2/2 (ln2 split in two so r is exact to ~2^-32), exp(r) by a polynomial of
  * degree 6 (1 + r + r^2 q(r), q fitted for least maximum relative error: 3.1e-9 in exact
  * arithmetic) in Horner form with FMAs, times 2^n.
- * n comes from adding 1.5*2^23, which rounds x*log2(e) to an integer in the low mantissa
- * bits (no round or convert instruction). When a lane's result is below the normal range
- * (x < -87.33) or 2^n is not (x > 88), the whole vector takes morello_exp8_tiny, which
+ * n comes from adding 1.5*2^23 + 127, which rounds x*log2(e) to an integer in the low
+ * mantissa bits (no round or convert instruction) and leaves n + 127 in the low 9 bits,
+ * under bits of 1.5*2^23 that a shift left by 23 drops: 2^n's bits are one shift of t's
+ * (a subtraction fewer per vector, the same results: softmax 1.01-1.03x). When a
+ * lane's result is below the normal range (x < -87.33) or 2^n is not (x > 88), the
+ * whole vector takes morello_exp8_tiny, which
  * builds 2^n in two halves so that subnormal and top results are right. exp(x) is inf
  * above 88.72284 (+inf included), 0 below -103.97 (-inf included); NaN propagates. Max relative error against exp in double
  * precision over every normal result: see morello/kernels/avx2.py (EXP_OPS). */
 #define MORELLO_EXP_POLY(name, V, P)                                                       \
     MORELLO_FN V name(V x, V *n) {                                                      \
-        const V magic = P##_set1_ps(12582912.0f);                                          \
+        const V magic = P##_set1_ps(12583039.0f);                                          \
         V t = P##_fmadd_ps(x, P##_set1_ps(1.44269504089f), magic);                         \
         *n = t;                                                                            \
         V nf = P##_sub_ps(t, magic);                                                       \
@@ -133,9 +136,10 @@ MORELLO_EXP_POLY(morello_exp8_poly, __m256, _mm256)
 MORELLO_EXP_POLY(morello_exp16_poly, __m512, _mm512)
 #endif
 
-/* n's integer in the low bits of t = x*log2(e) + 1.5*2^23: bits(t) - bits(1.5*2^23). */
+/* n's integer in the low bits of t = x*log2(e) + 1.5*2^23 + 127: bits(t) - bits(1.5*2^23)
+ * - 127. */
 #define MORELLO_EXP_N(t) _mm256_sub_epi32(_mm256_castps_si256(t), \
-                                          _mm256_set1_epi32(0x4B400000))
+                                          _mm256_set1_epi32(0x4B400000 + 127))
 
 static __attribute__((unused)) __m256 morello_exp8_tiny(__m256 x) {
     const __m256 lo = _mm256_set1_ps(-103.972084f);
@@ -159,9 +163,8 @@ MORELLO_FN __m256 morello_exp8(__m256 x) {
     if (__builtin_expect(_mm256_movemask_ps(edge) != 0, 0))
         return morello_exp8_tiny(x);
     __m256 t, p = morello_exp8_poly(x, &t);
-    /* (n + 127) << 23, with n = bits(t) - bits(1.5*2^23) */
-    __m256i e = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_castps_si256(t),
-                                                   _mm256_set1_epi32(0x4B400000 - 127)), 23);
+    /* (n + 127) << 23: bits(t) << 23 (bits(1.5*2^23) shifted out) */
+    __m256i e = _mm256_slli_epi32(_mm256_castps_si256(t), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
@@ -173,8 +176,7 @@ MORELLO_FN __m256 morello_exp8(__m256 x) {
 MORELLO_FN __m256 morello_exp8_neg(__m256 x) {
     x = _mm256_max_ps(_mm256_set1_ps(-88.0f), x);
     __m256 t, p = morello_exp8_poly(x, &t);
-    __m256i e = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_castps_si256(t),
-                                                   _mm256_set1_epi32(0x4B400000 - 127)), 23);
+    __m256i e = _mm256_slli_epi32(_mm256_castps_si256(t), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
@@ -183,8 +185,7 @@ MORELLO_FN __m256 morello_exp8_neg(__m256 x) {
 MORELLO_FN __m512 morello_exp16_neg(__m512 x) {
     x = _mm512_max_ps(_mm512_set1_ps(-88.0f), x);
     __m512 t, p = morello_exp16_poly(x, &t);
-    __m512i e = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_castps_si512(t),
-                                                   _mm512_set1_epi32(0x4B400000 - 127)), 23);
+    __m512i e = _mm512_slli_epi32(_mm512_castps_si512(t), 23);
     return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
 }
 
