@@ -596,6 +596,20 @@ def _axpy_emit(w, spec, ops, vt) -> None:
     axpy_emit(w, spec, ops, wide=False)
 
 
+def _widen_fma_row(w, rhs, nb: int, wide: bool) -> None:
+    """One row of bf16 weights at ``row`` times the broadcast ``x``, ``nb`` vectors of
+    16 (``wide``: 32) bf16: each loaded once, its even columns (the lane shifted left by
+    16) into ``e{j}``, its odd ones (the lane masked by ``hi``) into ``o{j}``."""
+    block, P, V, si = (32, "_mm512", "__m512", "si512") if wide \
+        else (16, "_mm256", "__m256", "si256")
+    load = ("_mm512_loadu_si512((const void *)" if wide
+            else "_mm256_loadu_si256((const __m256i *)")
+    for j in range(nb):
+        w.line(f"{V}i w{j} = {load}(row + {block * j})); {pin_widened(rhs, f'w{j}')}")
+        w.line(f"e{j} = {P}_fmadd_ps(x, {P}_cast{si}_ps({P}_slli_epi32(w{j}, 16)), e{j});")
+        w.line(f"o{j} = {P}_fmadd_ps(x, {P}_cast{si}_ps({P}_and_{si}(w{j}, hi)), o{j});")
+
+
 def axpy_emit(w, spec, ops, wide: bool) -> None:
     """Rows of bf16 weights scaled by x and summed, widened without a shuffle: each
     32-bit lane of 16 (``wide``: 32, in zmm registers) loaded bf16 holds an even and an
@@ -606,8 +620,6 @@ def axpy_emit(w, spec, ops, wide: bool) -> None:
     block = 32 if wide else 16
     nb = n // block
     P, V = ("_mm512", "__m512") if wide else ("_mm256", "__m256")
-    load, si = (("_mm512_loadu_si512((const void *)", "si512") if wide
-                else ("_mm256_loadu_si256((const __m256i *)", "si256"))
     # Beyond the last-level cache (``OperandView.prefetch_lines``), the lines some way
     # along each row into L2, at most an eighth of a whole row of W ahead (further, they
     # land in another row): 1x2048x16384 from main memory on a Zen 4 host, hand loops, 25
@@ -651,13 +663,7 @@ def axpy_emit(w, spec, ops, wide: bool) -> None:
                     if below:
                         w.line(f"_mm_prefetch((const char *)(row + {k} * rs)"
                                f"{f' + {line}' if line else ''}, _MM_HINT_T1);")
-            for j in range(nb):
-                w.line(f"{V}i w{j} = {load}(row + {block * j})); "
-                       f"{pin_widened(rhs, f'w{j}')}")
-                w.line(f"e{j} = {P}_fmadd_ps(x, {P}_cast{si}_ps("
-                       f"{P}_slli_epi32(w{j}, 16)), e{j});")
-                w.line(f"o{j} = {P}_fmadd_ps(x, {P}_cast{si}_ps("
-                       f"{P}_and_{si}(w{j}, hi)), o{j});")
+            _widen_fma_row(w, rhs, nb, wide)
         # Unpacking puts even and odd columns side by side per 128-bit lane: ymm l = columns
         # 0-3 | 8-11 and h = 4-7 | 12-15 (zmm: 0-3 | 8-11 | 16-19 | 24-27 and 4-7 | ...),
         # so each half of the block's columns is a lane permute of l and h.
@@ -737,9 +743,7 @@ def sweep_emit(w, spec, ops, wide: bool) -> None:
     k, n = spec.shape[2], spec.shape[3]
     block = 32 if wide else 16
     nb, half = SWEEP_COLS // block, block // 2
-    P, V, si = ("_mm512", "__m512", "si512") if wide else ("_mm256", "__m256", "si256")
-    load = ("_mm512_loadu_si512((const void *)" if wide
-            else "_mm256_loadu_si256((const __m256i *)")
+    P, V = ("_mm512", "__m512") if wide else ("_mm256", "__m256")
     with w.block("{"):
         w.line(f"const {V}i hi = {P}_set1_epi32((int)0xFFFF0000u);")
         w.line(f"float *restrict y = {out.ptr(0)};")
@@ -768,13 +772,7 @@ def sweep_emit(w, spec, ops, wide: bool) -> None:
                            f"o{j} = {P}_loadu_ps(y + c + {block * j + half});")
                 with w.block(f"for (long q = 0; q < {SWEEP_ROWS}; q++, row += rs) {{"):
                     w.line(f"const {V} x = {P}_set1_ps(xs[kk + q]);")
-                    for j in range(nb):
-                        w.line(f"{V}i w{j} = {load}(row + {block * j})); "
-                               f"{pin_widened(rhs, f'w{j}')}")
-                        w.line(f"e{j} = {P}_fmadd_ps(x, {P}_cast{si}_ps("
-                               f"{P}_slli_epi32(w{j}, 16)), e{j});")
-                        w.line(f"o{j} = {P}_fmadd_ps(x, {P}_cast{si}_ps("
-                               f"{P}_and_{si}(w{j}, hi)), o{j});")
+                    _widen_fma_row(w, rhs, nb, wide)
                 for j in range(nb):
                     w.line(f"{P}_storeu_ps(y + c + {block * j}, e{j}); "
                            f"{P}_storeu_ps(y + c + {block * j + half}, o{j});")
