@@ -202,6 +202,20 @@ def test_cython_engine_equals_pure_python_dp(shape):
         main, peaks, depth, action)
 
 
+@pytest.mark.parametrize("target", ["avx2", "avx512"])
+def test_cython_engine_equals_pure_python_dp_for_bf16_x_w(target):
+    """x.W with bf16 weights where WidenAxpySweep and its loop-nest rival both apply."""
+    from morello.memory import parse_target
+    from morello.reference_dp import memoized_optimum
+
+    tgt = parse_target(target)
+    spec = morello.matmul(1, 8, 128, dtypes=("f32", "bf16", "f32"))
+    main, peaks, depth, action = memoized_optimum(spec, tgt)
+    sol, _ = Engine(tgt).solve(spec)
+    assert (sol.cost.main, sol.cost.peaks, sol.cost.depth, sol.action) == (
+        main, peaks, depth, action)
+
+
 def test_kernel_level_hints_are_necessary_conditions():
     """Every kernel's ``levels`` and ``dtypes`` (which the core tests before asking
     Python) hold on every Spec its check accepts, over the Specs searches of several
@@ -215,6 +229,7 @@ def test_kernel_level_hints_are_necessary_conditions():
                      morello.reduce_sum(4, 24, dim=1), morello.add(4, 40),
                      morello.matmul(1, 32, 8, dtypes=("f32", "bf16", "f32")),
                      morello.matmul(1, 64, 32, dtypes=("f32", "bf16", "f32")),
+                     morello.matmul(1, 16, 128, dtypes=("f32", "bf16", "f32")),
                      morello.matmul(6, 8, 16, dtypes="u8,s8,s32", target=target),
                      morello.matmul(6, 8, 16, dtypes="u8,s8,s32", saturate=True)):
             eng.solve(spec.canonical())
