@@ -686,6 +686,14 @@ def _axpy_cost(s: Spec, t: Target) -> int:
     return axpy_cost(s, t, 16)
 
 
+def _axpy_row_cost(nb: int, c) -> int:
+    """One row of k over ``nb`` vectors of bf16 in the axpy loops: a broadcast, and per
+    vector a load, a shift and a mask (half a vector move each, as in the odd/even dot
+    loop) and two FMAs; at least the FMA latency (8 chains in flight), which fewer than
+    64 columns do not fill."""
+    return max(nb * (2 * c.fma + 2 * c.vector_move) + c.broadcast, 8 * c.fma)
+
+
 def axpy_cost(s: Spec, t: Target, block: int) -> int:
     """WidenAxpyLoop's cost, for vectors of ``block`` bf16.
 
@@ -702,10 +710,7 @@ def axpy_cost(s: Spec, t: Target, block: int) -> int:
     c = t.costs
     nb = n // block
     rhs = s.operands[1]
-    # Per row of k: a broadcast, and per 16 columns a load, a shift and a mask (half a
-    # vector move each, as in the odd/even dot loop) and two FMAs; at least the FMA
-    # latency (8 chains in flight), which fewer than 64 columns do not fill.
-    per_k = max(nb * (2 * c.fma + 2 * c.vector_move) + c.broadcast, 8 * c.fma)
+    per_k = _axpy_row_cost(nb, c)
     mem = move_cost(rhs, t) if rhs.level is not Level.L1 else 0
     return k * per_k + nb * 4 * c.vector_move + mem
 
@@ -718,13 +723,11 @@ def sweep_check(spec: Spec, target: Target) -> Reason:
     """WidenAxpyLoop's operands, with all of out (at least two column tiles) and rows of
     W in multiples of ``SWEEP_ROWS``, in a problem within the last-level cache."""
     b, m, k, n = spec.shape
-    if n % SWEEP_COLS or n < 2 * SWEEP_COLS or k % SWEEP_ROWS:
-        return (f"needs n a multiple of {SWEEP_COLS} (two tiles or more) and k of "
-                f"{SWEEP_ROWS}")
+    if (b, m) != (1, 1) or n % SWEEP_COLS or n < 2 * SWEEP_COLS or k % SWEEP_ROWS:
+        return (f"needs a [1,1,k]x[1,k,n] product, n a multiple of {SWEEP_COLS} (two tiles "
+                f"or more) and k of {SWEEP_ROWS}")
     if target.gl_in_dram:
         return "not beyond the last-level cache (WidenAxpyLoop's prefetches are there)"
-    if (b, m) != (1, 1):
-        return "needs a [1,1,k]x[1,k,n] product"
     return _axpy_operands(spec)
 
 
@@ -802,7 +805,7 @@ def sweep_cost(s: Spec, t: Target, block: int) -> int:
     c = t.costs
     nb = SWEEP_COLS // block
     rhs = s.operands[1]
-    per_k = max(nb * (2 * c.fma + 2 * c.vector_move) + c.broadcast, 8 * c.fma)
+    per_k = _axpy_row_cost(nb, c)
     tiles = (k // SWEEP_ROWS) * (n // SWEEP_COLS)
     reorder = 2 * (n // block) * 4 * c.vector_move
     if rhs.level is Level.GL:
