@@ -132,14 +132,15 @@ class Width:
 
 
 # Vector ops of one exp, priced as FMAs: the clamp and range test, the reduction (3), the
-# polynomial (6 FMAs), the scale (3); measured about 1.0-1.3 cycles per element in 8
-# lanes. In 16 lanes an exp-store-sum loop over a row in L1 ran 1.23-1.49x (median 1.46x)
-# faster per element than in 8, not 2x (its shifts, integer subtracts and maxima have two
-# 512-bit ports against three 256-bit ones; a load-FMA-store stream ran 1.8-2.0x), so a
-# 16-lane exp is priced 20/14 of an 8-lane one (SPR, 5 runs of a hand loop, one run).
-AVX2 = Width(8, "__m256", "_mm256", "", 14)
-SCALAR_EXP_OPS = 14  # morello_expf of a tail element, in scalar ops
-AVX512 = Width(16, "__m512", "_mm512", "16", 20)
+# polynomial (5 FMAs), the scale (2: a shift and a multiply); measured about 1.0-1.3
+# cycles per element in 8 lanes when it took 14. In 16 lanes an exp-store-sum loop over a
+# row in L1 ran 1.23-1.49x (median 1.46x) faster per element than in 8, not 2x (its
+# shifts, integer subtracts and maxima have two 512-bit ports against three 256-bit ones;
+# a load-FMA-store stream ran 1.8-2.0x), so a 16-lane exp is priced 20/14 of an 8-lane
+# one (SPR, 5 runs of a hand loop, one run).
+AVX2 = Width(8, "__m256", "_mm256", "", 12)
+SCALAR_EXP_OPS = 13  # morello_expf of a tail element, in scalar ops
+AVX512 = Width(16, "__m512", "_mm512", "16", 12 * 20 // 14)
 
 
 def in_l1(*ts: TensorSpec) -> Reason:
