@@ -53,7 +53,7 @@ def _dtypes(kind: PrimKind, dtype, dtypes) -> tuple[Dtype, ...]:
     return tuple(parse_dtype(d) for d in dtypes)
 
 
-def _spec(kind: PrimKind, shape: tuple[int, ...], params: tuple, dtype, serial: bool,
+def _spec(kind: PrimKind, shape: tuple[int, ...], params: tuple, dtype, serial: bool | None,
           target, dtypes=None) -> Spec:
     """A Spec of ``kind`` over row-major operands in main memory."""
     dts = _dtypes(kind, dtype, dtypes)
@@ -71,7 +71,8 @@ def _spec(kind: PrimKind, shape: tuple[int, ...], params: tuple, dtype, serial: 
     limits.check_points(kind.title, shape)
     ops = tuple(fresh(s, dt, Level.GL, layouts.row_major(len(s)))
                 for s, dt in zip(operand_shapes(kind, shape, params), dts))
-    return Spec(kind, shape, ops, serial, tgt.max_limits(), params)
+    return Spec(kind, shape, ops, serial is not False, tgt.max_limits(), params,
+                serial is not None)
 
 
 def _target(target, threads: int = 1, calibration: str | None = None) -> Target:
@@ -102,7 +103,7 @@ def _dim(dim, rank: int) -> int:
 
 def matmul(m: int, k: int, n: int, *, batch: int = 1, dtype: str | Dtype = "f32",
            dtypes=None, rhs_layout: str = "rm", saturate: bool = False,
-           serial: bool = True, target: str | Target = "avx2") -> Spec:
+           serial: bool | None = None, target: str | Target = "avx2") -> Spec:
     """The Spec of ``out[b] = lhs[b] @ rhs[b]`` with operands in main memory.
 
     ``lhs`` is ``batch×m×k``, ``rhs`` is ``batch×k×n``, ``out`` is ``batch×m×n``.
@@ -114,7 +115,8 @@ def matmul(m: int, k: int, n: int, *, batch: int = 1, dtype: str | Dtype = "f32"
     one: the two products of each k-pair (k = 2j, 2j+1) are summed with saturation to
     [-32768, 32767] before the pairs are added in s32. It saturates only where both
     bytes of a pair are large (u8 values below 128 never do), and is faster.
-    ``serial=False`` lets the search use parallel loops.
+    ``serial``: False lets the search use parallel loops, True forbids them; the default
+    (None) is serial, searched parallel by ``synthesize(spec, threads=N)`` with N > 1.
     """
     shape = (_size("batch", batch), _size("m", m), _size("k", k), _size("n", n))
     kind = PrimKind.MATMUL
@@ -138,7 +140,7 @@ def matmul(m: int, k: int, n: int, *, batch: int = 1, dtype: str | Dtype = "f32"
 def _elementwise(kind: PrimKind):
     title = kind.info.title
 
-    def make(*shape: int, dtype: str | Dtype = "f32", serial: bool = True,
+    def make(*shape: int, dtype: str | Dtype = "f32", serial: bool | None = None,
              target: str | Target = "avx2") -> Spec:
         return _spec(kind, _shape(shape), (), dtype, serial, target)
 
@@ -153,13 +155,13 @@ mul = _elementwise(PrimKind.MUL)
 relu = _elementwise(PrimKind.RELU)
 
 
-def fill(*shape: int, value: float = 0.0, dtype: str | Dtype = "f32", serial: bool = True,
+def fill(*shape: int, value: float = 0.0, dtype: str | Dtype = "f32", serial: bool | None = None,
          target: str | Target = "avx2") -> Spec:
     """The Spec of ``dst = value`` (0 or -inf) over a tensor of ``shape``."""
     return _spec(PrimKind.FILL, _shape(shape), (float(value),), dtype, serial, target)
 
 
-def broadcast(*shape: int, dim: int, dtype: str | Dtype = "f32", serial: bool = True,
+def broadcast(*shape: int, dim: int, dtype: str | Dtype = "f32", serial: bool | None = None,
               target: str | Target = "avx2") -> Spec:
     """The Spec of ``dst = src`` repeated along ``dim``: ``dst`` has ``shape`` and
     ``src`` the same shape with extent 1 at ``dim``."""
@@ -168,7 +170,7 @@ def broadcast(*shape: int, dim: int, dtype: str | Dtype = "f32", serial: bool = 
 
 
 def _reduction(kind: PrimKind, name: str):
-    def make(*shape: int, dim: int, dtype: str | Dtype = "f32", serial: bool = True,
+    def make(*shape: int, dim: int, dtype: str | Dtype = "f32", serial: bool | None = None,
              target: str | Target = "avx2") -> Spec:
         shp = _shape(shape)
         return _spec(kind, shp, (_dim(dim, len(shp)),), dtype, serial, target)
@@ -183,14 +185,14 @@ reduce_max = _reduction(PrimKind.MAX, "reduce_max")
 reduce_sum = _reduction(PrimKind.SUM, "reduce_sum")
 
 
-def softmax(*shape: int, dim: int = -1, dtype: str | Dtype = "f32", serial: bool = True,
+def softmax(*shape: int, dim: int = -1, dtype: str | Dtype = "f32", serial: bool | None = None,
             target: str | Target = "avx2") -> Spec:
     """The Spec of ``dst = exp(src - max) / sum(exp(src - max))`` along ``dim`` (the
     last by default) over tensors of ``shape``. -inf inputs give 0; NaN propagates."""
     shp = _shape(shape)
     return _spec(PrimKind.SOFTMAX, shp, (_dim(dim, len(shp)),), dtype, serial, target)
 
-def add_bias(*shape: int, dim: int = -2, dtype: str | Dtype = "f32", serial: bool = True,
+def add_bias(*shape: int, dim: int = -2, dtype: str | Dtype = "f32", serial: bool | None = None,
              target: str | Target = "avx2") -> Spec:
     """The Spec of ``out = lhs + rhs`` where ``rhs`` (the bias) has extent 1 at ``dim``
     and is repeated along it: with the default ``dim=-2`` (rows), one bias per column, as
@@ -215,7 +217,8 @@ def _lift(spec: Spec, rank: int) -> Spec:
         return spec
     ops = tuple(fresh(ones + o.shape, o.dtype, o.level, layouts.row_major(rank))
                 for o in spec.operands)
-    return Spec(spec.kind, ones + spec.shape, ops, spec.serial_only, spec.limits, params)
+    return Spec(spec.kind, ones + spec.shape, ops, spec.serial_only, spec.limits, params,
+                spec.serial_given)
 
 
 def chain(*steps: Spec | list[Spec] | tuple[Spec, ...]) -> Spec:
@@ -301,12 +304,13 @@ def chain(*steps: Spec | list[Spec] | tuple[Spec, ...]) -> Spec:
         ops.extend(s.operands[first:len(s.operands) - 1])
     ops.append(head_first[0].output)
     lim = specs[-1].limits
-    spec = Spec(ch, shape, tuple(ops), all(s.serial_only for s in specs), lim, ())
+    spec = Spec(ch, shape, tuple(ops), all(s.serial_only for s in specs), lim, (),
+                any(s.serial_given for s in specs))
     return spec.canonical()
 
 
 def attention(seq: int, dim: int, *, kv_seq: int | None = None, k_layout: str = "kt",
-              dtype: str | Dtype = "f32", serial: bool = True,
+              dtype: str | Dtype = "f32", serial: bool | None = None,
               target: str | Target = "avx2") -> Spec:
     """The chain ``softmax(Q @ Kt) @ V`` (rows of the scores normalized): ``Q`` is
     ``seq×dim``, ``Kt`` is ``dim×kv_seq`` (K transposed), ``V`` is ``kv_seq×dim``
@@ -580,7 +584,9 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
     ``DatabaseWarning``), False keeps results in memory only. ``progress(seen, solved, seconds)``
     is called about twice a second during long searches, and ``progress.saving(path)``, if
     the callback has it, before the database is written. ``threads``: processors the cost
-    model assumes for parallel loops (used when ``spec`` is not serial) and OpenMP threads.
+    model assumes for parallel loops and OpenMP threads; with more than one, a Spec
+    made serial by a constructor's default is searched parallel (``Spec.for_threads``),
+    one made with ``serial=True`` stays serial.
     ``calibration``: the cost constants, ``"builtin"`` or a calibration file (default: see
     ``morello.memory.parse_target``). A Spec whose main-memory operands fit the
     last-level cache is searched for the target's LLC variant (``Target.in_llc``: runs of
@@ -600,7 +606,7 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
     tgt = problem_target(_target(target, threads, calibration), spec)
     limits.check_points(spec.kind.title, spec.shape)
     db_path = dbmod.resolve(db)
-    spec = spec.canonical()
+    spec = spec.for_threads(threads).canonical()
     t0 = time.perf_counter()
     sess = _session(tgt, db_path)
     with sess.lock:

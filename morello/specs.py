@@ -56,6 +56,9 @@ class Spec:
     serial_only: bool
     limits: MemoryLimits
     params: tuple = ()
+    # Whether the caller chose ``serial_only`` (not a constructor's default): a default
+    # serial root is searched parallel when more threads are asked for (``synthesize``).
+    serial_given: bool = field(default=True, repr=False, compare=False)
     _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __hash__(self) -> int:
@@ -113,13 +116,20 @@ class Spec:
         ops = list(self.operands)
         ops[i] = t
         return Spec(self.kind, self.shape, tuple(ops), self.serial_only,
-                    self.limits if limits is None else limits, self.params)
+                    self.limits if limits is None else limits, self.params, self.serial_given)
 
     def with_limits(self, limits: MemoryLimits) -> Spec:
         if limits is self.limits:
             return self
         return Spec(self.kind, self.shape, self.operands, self.serial_only, limits,
-                    self.params)
+                    self.params, self.serial_given)
+
+    def for_threads(self, threads: int) -> Spec:
+        """The root to search on ``threads`` processors: parallel when more than one is
+        asked for and serial was only a constructor's default, else this Spec."""
+        if threads > 1 and self.serial_only and not self.serial_given:
+            return replace(self, serial_only=False)
+        return self
 
     def operand_dim(self, operand: int, sdim: int) -> int | None:
         return operand_dim(self.kind, operand, sdim, len(self.shape), self.params)
