@@ -21,12 +21,6 @@ from morello.tensorspec import TensorSpec
 
 MAX_COST = 1 << 62
 
-# Bump when a kernel's cost formula or applicability changes (``morello.kernels``): stored
-# results are keyed by it (``rewrites.compute_actions_fingerprint``), so a database never
-# answers with costs another formula computed. (Kernel names, tile and pack sizes are
-# fingerprinted as they are.)
-COST_SCHEME = 10
-
 
 @dataclass(frozen=True, slots=True, order=True)
 class Cost:

@@ -2,7 +2,7 @@
 
 One file holds the results of any number of *contexts*: a context is a target with its
 cost constants and thread count (``Target.db_key``) and the fingerprint of the action
-table (``morello.rewrites.actions_fingerprint``), so results computed under other
+table (``morello.identity.actions_fingerprint``), so results computed under other
 constants, threads or kernels never mix, and one file can serve them all. Tables::
 
     meta(name, value)                       format, version, seq (a commit counter), ...
@@ -109,7 +109,7 @@ def valid_trace(trace) -> bool:
 
 def identity(target) -> tuple[str, str]:
     """What results depend on: the target's key and the actions fingerprint."""
-    from morello.rewrites import actions_fingerprint
+    from morello.identity import actions_fingerprint
 
     return target.db_key, actions_fingerprint(target)
 

@@ -52,20 +52,20 @@ def test_larger_shape_reuses_sub_results_of_a_smaller_one(tmp_path):
 
 def _with_extra_kernel(monkeypatch):
     """Add a kernel to the AVX2 table (as a newer morello would), in this process."""
+    from morello.identity import actions_fingerprint
     from morello.kernels import avx2
     from morello.kernels.base import Kernel, KernelTable
     from morello.kinds import PrimKind
-    from morello.rewrites import actions_fingerprint
 
     extra = Kernel("NewKernel", PrimKind.MATMUL_ACCUM, lambda s, t: "never applies",
                    lambda s, t: 0, 0, lambda *a: None)
-    from morello import rewrites
+    from morello import identity
 
     table = KernelTable("avx2", (extra,) + avx2.TABLE.kernels, avx2.VECTOR_TYPES)
     monkeypatch.setattr(avx2, "TABLE", table)
     # A patch in memory leaves the code's files (the on-disk fingerprint's stamp) as
     # they are: compute the fingerprint afresh, as a changed morello would.
-    monkeypatch.setattr(rewrites, "_fingerprint_path", lambda target: None)
+    monkeypatch.setattr(identity, "_fingerprint_path", lambda target: None)
     actions_fingerprint.cache_clear()
     fresh_session()
 
@@ -73,7 +73,7 @@ def _with_extra_kernel(monkeypatch):
 def test_results_of_another_action_table_are_kept_apart_in_one_file(tmp_path,
                                                                    monkeypatch):
     from morello import db as dbmod
-    from morello.rewrites import actions_fingerprint
+    from morello.identity import actions_fingerprint
 
     db = tmp_path / "t.db"
     before = morello.synthesize(morello.matmul(4, 4, 4), db=db)
@@ -171,22 +171,22 @@ def test_the_actions_fingerprint_is_remembered_under_a_stamp_of_the_code(tmp_pat
                                                                          monkeypatch):
     """A fresh process reads the fingerprint from the cache dir; a damaged or planted file
     of the wrong form is ignored and rewritten; a changed module changes the stamp."""
-    from morello import rewrites
+    from morello import identity
     from morello.memory import AVX2
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    rewrites.actions_fingerprint.cache_clear()
+    identity.actions_fingerprint.cache_clear()
     try:
-        fp = rewrites.actions_fingerprint(AVX2)
-        assert fp == rewrites.compute_actions_fingerprint(AVX2)
-        path = rewrites._fingerprint_path(AVX2)
+        fp = identity.actions_fingerprint(AVX2)
+        assert fp == identity.compute_actions_fingerprint(AVX2)
+        path = identity._fingerprint_path(AVX2)
         assert path is not None and path.read_text() == fp
         assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no tmp
         for bad in ("", "not hex!", "0" * 7, "x" * 10_000):
             path.write_text(bad)
-            rewrites.actions_fingerprint.cache_clear()
-            assert rewrites.actions_fingerprint(AVX2) == fp and path.read_text() == fp
-        real_stat = rewrites.os.stat
+            identity.actions_fingerprint.cache_clear()
+            assert identity.actions_fingerprint(AVX2) == fp and path.read_text() == fp
+        real_stat = identity.os.stat
 
         def touched(p, *a, **k):  # as if kernels/avx2.py had been edited
             st = real_stat(p, *a, **k)
@@ -194,10 +194,10 @@ def test_the_actions_fingerprint_is_remembered_under_a_stamp_of_the_code(tmp_pat
                 return os.stat_result((*st[:6], st[6] + 1, *st[7:]))
             return st
 
-        monkeypatch.setattr(rewrites.os, "stat", touched)
-        assert rewrites._fingerprint_path(AVX2) != path
+        monkeypatch.setattr(identity.os, "stat", touched)
+        assert identity._fingerprint_path(AVX2) != path
     finally:
-        rewrites.actions_fingerprint.cache_clear()
+        identity.actions_fingerprint.cache_clear()
 
 
 def test_pages_of_many_parts_are_compacted_and_keep_every_result(tmp_path, monkeypatch):
@@ -276,25 +276,6 @@ def test_a_small_save_does_not_rewrite_a_large_part():
     # back under it by one save, however the sizes grow.
     many = [(v, 4 ** (20 - v)) for v in range(20, 8, -1)]
     assert len(dbmod._merged_versions(many, 1)) == len(many) + 2 - dbmod.MAX_PARTS
-
-
-def test_a_change_to_a_kernel_or_cost_module_changes_the_fingerprint(tmp_path):
-    """Stored results are optima under the kernels' checks and costs: editing any of
-    them (not only adding or renaming a kernel) must refuse the old database."""
-    from morello import rewrites
-
-    assert "kernels" in rewrites.MODEL_MODULES and "cost.py" in rewrites.MODEL_MODULES
-    (tmp_path / "kernels").mkdir()
-    (tmp_path / "kernels" / "avx2.py").write_text("COST = 4\n")
-    (tmp_path / "cost.py").write_text("LINE = 10\n")
-    names = ("kernels", "cost.py")
-    before = rewrites.source_digest(tmp_path, names)
-    assert rewrites.source_digest(tmp_path, names) == before
-    (tmp_path / "kernels" / "avx2.py").write_text("COST = 5\n")
-    after = rewrites.source_digest(tmp_path, names)
-    assert after != before
-    (tmp_path / "kernels" / "avx512.py").write_text("")
-    assert rewrites.source_digest(tmp_path, names) != after
 
 
 def _pages_out_of_exact_order(path) -> int:

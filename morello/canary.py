@@ -1,0 +1,108 @@
+"""The model's canary: a fixed corpus of Specs whose optimal programs stand for the model.
+
+The database identity names the model's decisions by a declared version
+(``morello.identity.MODEL_VERSION``) instead of hashing source, so that comments and
+refactors never orphan a database. The canary is what keeps that honest: it synthesizes
+every Spec of ``corpus()`` on every target with the built-in constants and records each
+program's trace and the cost of every node. ``tests/golden/canary.json`` holds those
+records and, for every model version, their digest; a change of any cost or decision
+under an unchanged version fails ``tests/test_canary.py``. Regenerate with
+``python tools/canary.py --update`` after bumping the version.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+FORMAT = "morello-canary"
+
+
+def corpus(target: str) -> list[tuple[str, Callable, int]]:
+    """``(name, make Spec, threads)`` for every kind the constructors reach, each in a
+    register-sized, a cache-sized and (where the model has rules for it) a main-memory
+    problem; the internal kinds (accumulating twins, softmax's parts, moves) appear as
+    nodes of their programs."""
+    import morello as m
+
+    cases: list[tuple[str, Callable, int]] = [
+        ("matmul 8x8x8", lambda: m.matmul(8, 8, 8, target=target), 1),
+        ("matmul 48x64x80", lambda: m.matmul(48, 64, 80, target=target), 1),
+        ("matmul 256x256x256", lambda: m.matmul(256, 256, 256, target=target), 1),
+        ("matmul 256x256x256 2t", lambda: m.matmul(256, 256, 256, target=target), 2),
+        ("matmul b4 32x32x32", lambda: m.matmul(32, 32, 32, batch=4, target=target), 1),
+        ("matmul 1x2048x16384 bf16 cm",
+         lambda: m.matmul(1, 2048, 16384, dtypes=("f32", "bf16", "f32"), rhs_layout="cm",
+                          target=target), 1),
+        ("matmul 1x512x1024 bf16 rm",
+         lambda: m.matmul(1, 512, 1024, dtypes=("f32", "bf16", "f32"), target=target), 1),
+        ("matmul 16x64x32 u8s8s32",
+         lambda: m.matmul(16, 64, 32, dtypes=("u8", "s8", "s32"), target=target), 1),
+        ("matmul 16x64x32 u8s8s32 sat",
+         lambda: m.matmul(16, 64, 32, dtypes=("u8", "s8", "s32"), saturate=True, target=target), 1),
+        ("add 64x256", lambda: m.add(64, 256, target=target), 1),
+        ("add 4096x4096", lambda: m.add(4096, 4096, target=target), 1),
+        ("mul 3x5x7", lambda: m.mul(3, 5, 7, target=target), 1),
+        ("relu 4096x4096", lambda: m.relu(4096, 4096, target=target), 1),
+        ("relu 100", lambda: m.relu(100, target=target), 1),
+        ("fill 0 64x64", lambda: m.fill(64, 64, target=target), 1),
+        ("fill -inf 16x40", lambda: m.fill(16, 40, value=float("-inf"), target=target), 1),
+        ("broadcast 64x128 dim0", lambda: m.broadcast(64, 128, dim=0, target=target), 1),
+        ("max 128x400 dim1", lambda: m.reduce_max(128, 400, dim=1, target=target), 1),
+        ("max 4096x4096 dim0", lambda: m.reduce_max(4096, 4096, dim=0, target=target), 1),
+        ("sum 16x200 dim0", lambda: m.reduce_sum(16, 200, dim=0, target=target), 1),
+        ("sum 2048x3000 dim1", lambda: m.reduce_sum(2048, 3000, dim=1, target=target), 1),
+        ("softmax 128x1024", lambda: m.softmax(128, 1024, target=target), 1),
+        ("softmax 64x96 dim0", lambda: m.softmax(64, 96, dim=0, target=target), 1),
+        ("softmax 4096x4096", lambda: m.softmax(4096, 4096, target=target), 1),
+        ("bias 64x256", lambda: m.add_bias(64, 256, target=target), 1),
+        ("attention 64x32", lambda: m.attention(64, 32, target=target), 1),
+        ("chain matmul|bias|relu 64x64x64",
+         lambda: m.chain(m.matmul(64, 64, 64, target=target), m.add_bias(64, 64, target=target),
+                         m.relu(64, 64, target=target)), 1),
+    ]
+    return cases
+
+
+def record(target: str, progress: Callable[[str], None] | None = None) -> dict[str, dict]:
+    """Each corpus Spec's program on ``target`` (built-in constants, no database): its
+    trace and the cost of each node in pre-order."""
+    import morello
+
+    out = {}
+    for name, make, threads in corpus(target):
+        if progress:
+            progress(f"canary: {target} {name}")
+        prog = morello.synthesize(make(), target, db=False, threads=threads,
+                                  calibration="builtin")
+        nodes = list(prog.impl.walk())
+        out[name] = {"spec": prog.spec.logical_str(), "trace": prog.impl.trace(),
+                     "costs": [n.cost.main for n in nodes]}
+    return out
+
+
+def digest(records: dict) -> str:
+    text = json.dumps(records, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def load_golden(path: Path) -> dict:
+    doc = json.loads(path.read_text())
+    if doc.get("format") != FORMAT:
+        raise ValueError(f"{path} is not a {FORMAT} file")
+    return doc
+
+
+def differences(want: dict, got: dict) -> list[str]:
+    """Lines naming each corpus entry whose program or costs differ."""
+    lines = []
+    for target in sorted(set(want) | set(got)):
+        w, g = want.get(target, {}), got.get(target, {})
+        for name in sorted(set(w) | set(g)):
+            if w.get(name) != g.get(name):
+                a, b = w.get(name, {}), g.get(name, {})
+                lines.append(f"{target} {name}: cost {a.get('costs', ['-'])[0]} -> "
+                             f"{b.get('costs', ['-'])[0]}"
+                             + ("" if a.get("trace") == b.get("trace") else ", program changed"))
+    return lines

@@ -1,0 +1,140 @@
+"""The identity of stored results: what a database context is keyed by.
+
+A stored result is an optimum under the action table (which action an index names) and
+under the model's decisions (each kernel's check and cost, the rewrites' rules, the cost
+formulas of the compiled core). The fingerprint hashes the first as data (the kind table,
+kernel names per kind, tile, pack and layout tables, the coordinate scheme) and names the
+second by a declared ``MODEL_VERSION``: comments, docstrings, formatting, renames and
+code moved between modules change neither, so they never orphan a database. That the
+version is bumped when a decision changes is the canary's job (``morello.canary``: a
+fixed corpus of Specs on every target whose costs and traces are kept, per version, in
+``tests/golden/canary.json``; ``tests/test_canary.py`` fails with "bump MODEL_VERSION").
+Cost constants are not here: they are part of ``Target.db_key``.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+
+from morello.memory import DESTINATIONS, Target
+
+# Bump when a decision or cost could change: a kernel's check or cost formula, a rewrite's
+# rule, the cost model's formulas (Python or compiled). The canary test says when.
+MODEL_VERSION = 11
+
+
+@functools.lru_cache(maxsize=16)
+def actions_fingerprint(target: Target) -> str:
+    """``compute_actions_fingerprint(target)``, remembered on disk (the user's cache dir)
+    under a stamp of this morello's code (the size and modification time of every module
+    file) and ``target``: a fresh process answering a stored query does not rebuild the
+    kernel tables to name its database context. Any change to the code changes the stamp."""
+    path = _fingerprint_path(target)
+    if path is not None:
+        try:
+            text = path.read_text()[:64]
+            if re.fullmatch(r"[0-9a-f]{8}", text):
+                return text
+        except (OSError, UnicodeDecodeError):
+            pass
+    fp = compute_actions_fingerprint(target)
+    if path is not None:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(fp)
+            os.replace(tmp, path)
+        except OSError:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+    return fp
+
+
+def _fingerprint_path(target: Target) -> Path | None:
+    """Where the fingerprint of ``target`` under this code is remembered (None: nowhere,
+    if the package's files cannot be listed)."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256(repr(target).encode())
+    try:
+        for dirpath, dirnames, files in os.walk(root):
+            dirnames.sort()
+            for name in sorted(files):
+                if name.endswith((".py", ".so", ".pyx", ".pxd")):
+                    st = os.stat(os.path.join(dirpath, name))
+                    h.update(f"{dirpath}/{name}:{st.st_size}:{st.st_mtime_ns};".encode())
+    except OSError:
+        return None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "morello" / "fingerprints" / h.hexdigest()[:32]
+
+
+def compute_actions_fingerprint(target: Target) -> str:
+    """A fingerprint of everything an action index depends on for ``target``.
+
+    An action's identity in a stored result is its position in ``actions(spec)``, which
+    depends on the kind table (operands, operand maps, reads and writes, twins, staging,
+    row dims, families), the target's kernel names per kind, the tile, row-only and pack
+    sizes, the layout candidates and move destinations, and the coordinate scheme.
+    Databases carry this fingerprint and are refused under another one (``morello.db``),
+    so adding a kernel or a tile size can never make stored indices name other actions.
+    """
+    from morello import compose, coords
+    from morello.kernels import table_for
+    from morello.kinds import FILL_VALUES, KINDS
+    from morello.rewrites import bufferize, decompose
+    from morello.rewrites.move import LAYOUT_SCHEME
+    from morello.rewrites.tile import tile_size_table
+    kinds = []
+    for kind, info in KINDS.items():
+        lo, hi = info.ranks
+        maps = []
+        for rank in range(lo, hi + 1):
+            choices = [range(rank) if n == "dim" else FILL_VALUES for n in info.params]
+            for params in _product(choices):
+                maps.append([rank, [repr(p) for p in params],
+                             info.operand_map(rank, params)])
+        kinds.append([kind.name, info.title, info.params, info.operands, info.reads,
+                      info.writes, info.family, info.member,
+                      info.accum.name if info.accum else None,
+                      None if info.init is None else repr(info.init), info.accumulates,
+                      info.staging, info.vrf_operands, info.l2_views, info.l2_panels, info.row_dim,
+                      info.grouped_rows, info.scan, maps])
+    ident = {
+        "kinds": kinds,
+        "kernels": table_for(target).identity(),
+        "tiles": tile_size_table(target),
+        "packs": target.pack_sizes,
+        "layouts": LAYOUT_SCHEME,
+        "model": MODEL_VERSION,
+        "destinations": sorted((int(k), [int(v) for v in vs])
+                               for k, vs in DESTINATIONS.items()),
+        "vector_bytes": target.vector_bytes,
+        "byte_dots": target.byte_dots,
+        "vector_types": table_for(target).vector_identity(),
+        # What bounds the coordinates and prices moves beyond the cost constants.
+        "memory": [target.capacity, target.line_bytes, target.l1_ways,
+                   target.prefetch_streams, target.l2_panel_cols,
+                   [d.code for d in target.sweep_dtypes]],
+        "coords": coords.SCHEME,
+        "decompositions": decompose.identity(),
+        "bufferize": bufferize.identity(),
+        "chains": [compose.MAX_CHAIN_RANK, compose.MAX_CHAIN_OPERANDS, compose.FAMILY_PREFIX],
+    }
+    text = json.dumps(ident, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def _product(choices):
+    if not choices:
+        yield ()
+        return
+    for head in choices[0]:
+        for rest in _product(choices[1:]):
+            yield (head, *rest)
+

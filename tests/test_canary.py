@@ -1,0 +1,116 @@
+"""The database identity is semantic: comments never change it, decisions always do.
+
+A stored result's context is the actions fingerprint (``morello.identity``), which names
+the model by ``MODEL_VERSION``; the canary (``morello.canary``) fails when a cost or a
+decision changes under an unchanged version."""
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import morello
+from morello import api, canary, identity
+from morello.memory import AVX2, TARGETS
+
+GOLDEN = Path(__file__).resolve().parent / "golden" / "canary.json"
+
+
+def _fresh():
+    api.close_sessions()
+    identity.actions_fingerprint.cache_clear()
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_the_canary_matches_the_declared_model_version(target):
+    doc = canary.load_golden(GOLDEN)
+    assert doc["model_version"] == identity.MODEL_VERSION, (
+        f"tests/golden/canary.json was made under model version {doc['model_version']}: "
+        "run `python tools/canary.py --update`")
+    assert canary.digest(doc["records"]) == doc["digests"][str(identity.MODEL_VERSION)]
+    got = canary.record(target)
+    diff = canary.differences({target: doc["records"][target]}, {target: got})
+    assert not diff, ("the model's decisions or costs changed under model version "
+                      f"{identity.MODEL_VERSION} (" + "; ".join(diff[:5]) + "): bump "
+                      "MODEL_VERSION in morello/identity.py and run "
+                      "`python tools/canary.py --update`")
+
+
+def test_a_changed_kernel_cost_fails_the_canary(monkeypatch):
+    """Double the cost of the register tiles that f32 matmuls end in (OuterProductLoop,
+    every width): the program of a corpus matmul changes, or at least its cost, so the
+    canary asks for a new version."""
+    from morello.kernels import avx2
+    from morello.kernels.base import KernelTable
+
+    assert any(k.name.startswith("OuterProductLoop") for k in avx2.TABLE.kernels)
+
+    def doubled(k):
+        if not k.name.startswith("OuterProductLoop"):
+            return k
+        return dataclasses.replace(k, cost=lambda s, t, c=k.cost: 2 * c(s, t))
+
+    table = KernelTable("avx2", tuple(map(doubled, avx2.TABLE.kernels)), avx2.VECTOR_TYPES)
+    monkeypatch.setattr(avx2, "TABLE", table)
+    monkeypatch.setattr(canary, "corpus",
+                        lambda t, full=canary.corpus: [c for c in full(t)
+                                                       if c[0] == "matmul 48x64x80"])
+    _fresh()
+    try:
+        got = canary.record("avx2")
+    finally:
+        monkeypatch.undo()
+        _fresh()
+    want = canary.load_golden(GOLDEN)["records"]["avx2"]
+    diff = canary.differences({"avx2": {"matmul 48x64x80": want["matmul 48x64x80"]}},
+                              {"avx2": got})
+    assert diff and "matmul 48x64x80" in diff[0]
+
+
+def test_the_model_version_is_part_of_the_context(monkeypatch):
+    before = identity.compute_actions_fingerprint(AVX2)
+    monkeypatch.setattr(identity, "MODEL_VERSION", identity.MODEL_VERSION + 1)
+    assert identity.compute_actions_fingerprint(AVX2) != before
+
+
+_EDITS = {
+    # A comment, a docstring, blank lines and a reformatted statement in each model module.
+    "cost.py": "\n# A new comment: why, in a line.\n\n\ndef _unused_helper():\n"
+               "    '''A docstring.'''\n    return (  1 +\n        2 )\n",
+    "memory.py": "\n# Measured on some host: 1.23x (a figure that belongs in docs).\n",
+    "kernels/avx2.py": '\n"""A stray string statement."""\n',
+    "rewrites/tile.py": "\n# Tiles: a reworded comment.\n",
+    "kinds.py": "\n\n# kinds: one more comment\n",
+}
+
+
+def test_comment_and_formatting_edits_keep_every_context(tmp_path):
+    """A copy of the installed package with comments, docstrings and formatting edited in
+    its model modules computes the same fingerprint on every target, in a fresh process."""
+    src = Path(morello.__file__).resolve().parent
+    dst = tmp_path / "morello"
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+    import morello.codegen as cg
+
+    cg_src = Path(cg.__file__).resolve().parent
+    if cg_src.parent != src:  # an editable install maps codegen/ from the source root
+        shutil.copytree(cg_src, dst / "codegen", dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    for name, text in _EDITS.items():
+        path = dst / name
+        path.write_text(path.read_text() + text)
+    code = ("import sys, morello; from morello import identity; "
+            "from morello.memory import TARGETS; "
+            "assert morello.__file__.startswith(sys.argv[1]), morello.__file__; "
+            "print(' '.join(identity.compute_actions_fingerprint(TARGETS[t]) "
+            "for t in sorted(TARGETS)))")
+    out = subprocess.run([sys.executable, "-c", code, str(dst)], capture_output=True,
+                         text=True, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path),
+                                                       "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    here = " ".join(identity.compute_actions_fingerprint(TARGETS[t]) for t in sorted(TARGETS))
+    assert out.stdout.split() == here.split()
