@@ -453,6 +453,7 @@ STREAM_RUN = 4096
 # whose main-memory operands exceed the last-level cache (``codegen.emit.emit_c``).
 PREFETCH_LINES = (0, 64, 128, 256, 512)
 PREFETCH_GAIN = 1.03
+PREFETCH_TIE = 1.02
 
 # Bytes of the buffer whose strided read within the last-level cache gives ``llc_run``
 # (at most a quarter of ``Target.llc_bytes``): 8 MiB measured 81 units on a Zen 4 host, 4
@@ -592,7 +593,8 @@ def fit(ns: dict) -> CostConstants:
 
 
 def _prefetch_lines(ns: dict) -> int:
-    """The prefetch distance (lines) at which ``cal_stripes`` read fastest, or 0 when no
+    """The prefetch distance (lines) at which ``cal_stripes`` read fastest (the shortest of
+    those within ``PREFETCH_TIE`` of it), or 0 when no
     distance beat none by ``PREFETCH_GAIN`` (or was not measured: older measurements)."""
     none = ns.get("stripes_ahead_0")
     if not none:
@@ -601,7 +603,10 @@ def _prefetch_lines(ns: dict) -> int:
              if f"stripes_ahead_{n}" in ns}
     if not times:
         return 0
-    lines = min(times, key=times.__getitem__)
+    # The shortest distance within PREFETCH_TIE of the fastest: distances that read alike
+    # would otherwise be picked by noise, and the constants are part of a database context.
+    best = min(times.values())
+    lines = min(n for n, t in times.items() if t <= best * PREFETCH_TIE)
     return lines if times[lines] * PREFETCH_GAIN <= none else 0
 
 

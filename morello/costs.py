@@ -124,11 +124,12 @@ def load(path: Path, target_name: str) -> CostConstants:
 
 
 def save(path: Path, target_name: str, constants: CostConstants, measured_ns: dict,
-         host: str) -> None:
+         host: str, source: str = "morello calibrate") -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"format": FORMAT, "version": VERSION, "target": target_name,
-           "constants": constants.to_json(), "measured_ns": measured_ns, "host": host}
-    tmp = path.with_name(path.name + ".tmp")
+           "constants": constants.to_json(), "measured_ns": measured_ns, "host": host,
+           "source": source}
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
     os.replace(tmp, path)

@@ -327,7 +327,8 @@ def target_named(name: str) -> Target:
 def calibration_choice(name: str, calibration: str | None = None) -> str:
     """The cost constants ``parse_target`` takes for target ``name``: ``calibration`` if
     given (``"builtin"`` or a calibration file's path), else ``$MORELLO_CALIBRATION`` if
-    set, else the file ``morello calibrate`` writes if it exists, else ``"builtin"``."""
+    set, else the file ``morello calibrate`` wrote if it exists, else ``"host"``: this
+    host's first-use calibration (``morello.hostfit``, measured when first needed)."""
     import os
 
     from morello import costs as costsmod
@@ -336,18 +337,38 @@ def calibration_choice(name: str, calibration: str | None = None) -> str:
         calibration = os.environ.get("MORELLO_CALIBRATION") or None
     if calibration is None:
         path = costsmod.default_path(target_named(name).name)
-        calibration = str(path) if path.exists() else "builtin"
+        calibration = str(path) if path.exists() else "host"
     return calibration
 
 
-def calibration_source(name: str, calibration: str | None = None) -> str:
-    """``calibration_choice`` in words, for reports: the built-in constants were measured
-    on a Zen 4 host; other hosts may rank programs differently, and ``morello calibrate``
-    fits them (on a Zen 3 host that made gemma's bf16 matvec 1.13-1.38x faster)."""
+def resolved_calibration(name: str, calibration: str | None = None, say=None) -> str:
+    """``calibration_choice`` with ``"host"`` made a file (measured now on first use) or,
+    where this host cannot measure the target, ``"builtin"``."""
+    from morello import hostfit
+
     choice = calibration_choice(name, calibration)
+    if choice != "host":
+        return choice
+    path = hostfit.ensure(target_named(name), say)
+    return "builtin" if path is None else str(path)
+
+
+def calibration_source(name: str, calibration: str | None = None) -> str:
+    """Which constants a search for target ``name`` uses, and where they came from, in
+    words for reports."""
+    from morello import hostfit
+
+    choice = calibration_choice(name, calibration)
+    if choice == "host":
+        path = hostfit.auto_path(target_named(name).name)
+        if not path.exists():
+            why = hostfit.cannot_fit(target_named(name))
+            return f"built-in cost constants ({why} to fit them to this host)"
+        choice = str(path)
     if choice == "builtin":
-        return ("built-in cost constants (a Zen 4 host's; `morello calibrate` fits them to "
-                "this one)")
+        return "built-in cost constants (one development host's; see `morello calibrate`)"
+    if choice == str(hostfit.auto_path(target_named(name).name)):
+        return f"cost constants fitted to this host on first use ({choice})"
     return f"cost constants of {choice}"
 
 
@@ -357,7 +378,8 @@ def parse_target(name: str, threads: int = 1, calibration: str | None = None) ->
 
     ``calibration`` picks the cost constants: ``"builtin"``, a calibration file's path, or
     None for ``$MORELLO_CALIBRATION`` if set, else the file ``morello calibrate`` writes
-    (``morello.costs.default_path``) if it exists, else the built-in constants.
+    (``morello.costs.default_path``) if it exists, else this host's first-use calibration
+    (``morello.hostfit``; measured on the first call that needs it).
 
     A multi-threaded variant is a different target (named e.g. ``avx2-2t``): parallel loop
     costs depend on the processor count, so its results live in their own database. So do
@@ -370,7 +392,7 @@ def parse_target(name: str, threads: int = 1, calibration: str | None = None) ->
 
     base = target_named(name)
     check_threads(threads)
-    calibration = calibration_choice(base.name, calibration)
+    calibration = resolved_calibration(base.name, calibration)
     tgt = base
     if calibration != "builtin":
         consts = costsmod.load(Path(calibration), base.name)

@@ -93,6 +93,7 @@ def test_calibration_without_software_prefetch_reads_without_it():
 @pytest.mark.parametrize("times, want", [
     ({0: 2.0, 64: 1.9, 128: 1.7, 256: 1.8, 512: 2.1}, 128),  # the fastest distance
     ({0: 2.0, 64: 1.99, 128: 1.98, 256: 2.3, 512: 2.0}, 0),  # none 3 % faster than none
+    ({0: 2.5, 64: 2.179, 128: 2.174, 256: 2.172, 512: 2.174}, 64),  # alike: the shortest
     ({}, 0),                                                # not measured (older runs)
 ])
 def test_prefetch_distance_is_the_fastest_that_beats_none(times, want):
@@ -146,8 +147,11 @@ def test_the_benchmarks_can_say_which_constants_they_used(tmp_path, monkeypatch)
 
     monkeypatch.delenv("MORELLO_CALIBRATION", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    assert calibration_source("avx2").startswith("built-in")
+    monkeypatch.setattr("morello.hostfit.host_key", lambda: "TestCPU-1-2")
     assert calibration_source("avx2", "builtin").startswith("built-in")
+    auto = tmp_path / "morello" / "host" / "calibration-avx2-TestCPU-1-2.json"
+    costs.save(auto, "avx2", fit(NS), NS, "test host", source="first-use")
+    assert calibration_source("avx2") == f"cost constants fitted to this host on first use ({auto})"
     monkeypatch.setenv("MORELLO_CALIBRATION", "/some/file.json")
     assert calibration_source("avx2") == "cost constants of /some/file.json"
     assert calibration_source("avx2", "builtin").startswith("built-in")

@@ -1,0 +1,144 @@
+"""Cost constants fitted to this host on first use, without the user asking.
+
+The built-in constants are one host's; programs ranked by them on another host can run
+much slower than programs ranked by that host's own (``morello calibrate``). So the first
+search for a target on a host that has no calibration for it measures one calibration run
+(a few seconds, one progress line on stderr), fits the constants and keeps them under the
+config dir, one file per target and CPU model (``auto_path``), reused from then on.
+
+The constants are part of a database's context, so two first uses on one host should give
+the same constants: each is snapped to a geometric grid of ``GRID`` steps an octave
+(coarser than the run-to-run noise of the measurements, finer than what moves a
+decision), and ``gl_ramp``, a difference of two long reads that one run cannot pin down,
+is kept from the built-in set (a full ``morello calibrate`` measures it, three runs).
+``MORELLO_CALIBRATION=builtin`` or ``--calibration builtin`` opts out.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from dataclasses import fields, replace
+from pathlib import Path
+
+from morello.costs import CostConstants
+
+# Grid steps per octave the fitted constants snap to (2^(1/4): 19 % apart).
+GRID = 4
+
+# Constants left as fitted: small integers (already coarse) and choices, not costs.
+EXACT_BELOW = 16
+UNSNAPPED = ("fma", "strided_factor", "gl_prefetch")
+
+# Constants one run cannot measure reproducibly: kept from the built-in set.
+FROM_BUILTIN = ("gl_ramp",)
+
+SOURCE = "first-use"
+
+
+def host_key() -> str:
+    """The CPU model this host is (``vendor-family-model``, from /proc/cpuinfo), the
+    unit a first-use calibration is kept for."""
+    info: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                k = k.strip()
+                if k in ("vendor_id", "cpu family", "model") and k not in info:
+                    info[k] = v.strip()
+                if not line.strip() and info:
+                    break
+    except OSError:
+        pass
+    parts = [info.get("vendor_id"), info.get("cpu family"), info.get("model")]
+    if not all(parts):
+        import platform
+
+        return "".join(c if c.isalnum() else "-" for c in platform.machine() or "unknown")
+    return "-".join("".join(c for c in str(p) if c.isalnum()) for p in parts)
+
+
+def auto_path(target_name: str) -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "morello" / "host" / f"calibration-{target_name}-{host_key()}.json"
+
+
+def snap_value(v: int) -> int:
+    """``v`` on the geometric grid (integers below ``EXACT_BELOW`` as they are)."""
+    if v < EXACT_BELOW:
+        return v
+    return round(2 ** (round(GRID * math.log2(v)) / GRID))
+
+
+def snap(fitted: CostConstants, builtin: CostConstants) -> CostConstants:
+    """``fitted`` with each cost on the grid and ``FROM_BUILTIN`` taken from ``builtin``."""
+    vals = {}
+    for f in fields(CostConstants):
+        v = getattr(fitted, f.name)
+        if f.name in FROM_BUILTIN:
+            v = getattr(builtin, f.name)
+        elif f.name not in UNSNAPPED:
+            v = snap_value(v)
+        vals[f.name] = v
+    # The fit's own floors (a main-memory line above an L1 line) survive the snap.
+    vals["l2_line"] = max(vals["l2_line"], vals["l1_line"])
+    for k in ("gl_line", "gl_line_parallel", "gl_line_streams"):
+        vals[k] = max(vals[k], vals["l1_line"] + 1)
+    return replace(fitted, **vals)
+
+
+def cannot_fit(target) -> str | None:
+    """Why this host cannot measure ``target`` (no C compiler, or a CPU that lacks its
+    ISA), or None."""
+    import shutil
+
+    from morello.memory import host_lacks
+
+    if host_lacks(target) is not None:
+        return f"this CPU does not run {target.isa}"
+    if not (os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")):
+        return "no C compiler"
+    return None
+
+
+def ensure(target, say=None) -> Path | None:
+    """The first-use calibration file of ``target`` on this host, measured now if there
+    is none (under a lock: concurrent first uses measure once); None where this host
+    cannot measure it (then the built-in constants stand)."""
+    from morello import costs
+
+    path = auto_path(target.name)
+    if path.exists():
+        return path
+    if cannot_fit(target) is not None:
+        return None
+    say = say or (lambda m: print(m, file=sys.stderr, flush=True))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(path.with_name(path.name + ".lock"), "w")  # noqa: SIM115 - held below
+    except OSError:
+        return None
+    import fcntl
+
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.exists():  # another process measured it while this one waited
+            return path
+        from morello import calibrate
+
+        say(f"morello: first use of {target.name} on this host: fitting the cost constants "
+            f"to it (one calibration run, a few seconds, once; MORELLO_CALIBRATION=builtin "
+            f"skips)")
+        t0 = time.perf_counter()
+        try:
+            result = calibrate.run(target, runs=1)
+        except Exception as e:  # noqa: BLE001 - a failed measurement leaves the built-ins
+            say(f"morello: could not calibrate ({e}); using the built-in constants")
+            return None
+        constants = snap(result.constants, target.costs)
+        costs.save(path, target.name, constants, result.measured_ns, result.host,
+                   source=SOURCE)
+        say(f"morello: fitted in {time.perf_counter() - t0:.1f} s, kept in {path}")
+    return path
