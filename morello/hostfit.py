@@ -3,18 +3,23 @@
 The built-in constants are one host's; programs ranked by them on another host can run
 much slower than programs ranked by that host's own (``morello calibrate``). So the first
 search for a target on a host that has no calibration for it measures one calibration run
-(a few seconds, one progress line on stderr), fits the constants and keeps them under the
+(a few seconds: the in-core measurements three times, main memory once; one progress
+line on stderr), fits the constants and keeps them under the
 config dir, one file per target and CPU model (``auto_path``), reused from then on.
 
-The constants are part of a database's context, so two first uses on one host should give
-the same constants: each is snapped to a geometric grid of ``GRID`` steps an octave
-(coarser than the run-to-run noise of the measurements, finer than what moves a
-decision), and ``gl_ramp``, a difference of two long reads that one run cannot pin down,
-is kept from the built-in set (a full ``morello calibrate`` measures it, three runs).
+The constants are part of a database's context, so two first uses on hosts of one CPU
+model should give the same constants. Where ``host_constants.json`` ships a set for this
+CPU model and target (a full ``morello calibrate`` of such a host, with its provenance),
+each measured constant within ``BAND`` of the shipped one takes the shipped value: the
+measurement only confirms the set, or corrects the constants that differ (another memory
+configuration, say). Elsewhere each is snapped to a geometric grid of ``GRID`` steps an
+octave. ``gl_ramp``, a difference of two long reads that one run cannot pin down, comes
+from the shipped set, else the built-in one (a full ``morello calibrate`` measures it).
 ``MORELLO_CALIBRATION=builtin`` or ``--calibration builtin`` opts out.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -34,7 +39,13 @@ UNSNAPPED = ("fma", "strided_factor", "gl_prefetch")
 # Constants one run cannot measure reproducibly: kept from the built-in set.
 FROM_BUILTIN = ("gl_ramp",)
 
+# A measured constant within this ratio of a shipped set's takes the shipped value
+# (run-to-run noise on a shared host reached 1.2x for main-memory lines).
+BAND = 1.35
+
 SOURCE = "first-use"
+SETS = Path(__file__).resolve().parent / "host_constants.json"
+SETS_FORMAT = "morello-host-constants"
 
 
 def host_key() -> str:
@@ -72,13 +83,46 @@ def snap_value(v: int) -> int:
     return round(2 ** (round(GRID * math.log2(v)) / GRID))
 
 
-def snap(fitted: CostConstants, builtin: CostConstants) -> CostConstants:
-    """``fitted`` with each cost on the grid and ``FROM_BUILTIN`` taken from ``builtin``."""
+def shipped_set(target_name: str, key: str | None = None) -> CostConstants | None:
+    """The shipped constants of this CPU model (``host_key``) and target, if any."""
+    key = host_key() if key is None else key
+    try:
+        doc = json.loads(SETS.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or doc.get("format") != SETS_FORMAT or doc.get("version") != 1:
+        return None
+    for row in doc.get("sets", ()):
+        if row.get("cpu") == key and row.get("target") == target_name:
+            return CostConstants.from_json(dict(row["constants"]))
+    return None
+
+
+# Wider bands: an OpenMP fork/join on a shared host varies with the other tenants.
+BANDS = {"parallel_setup": 1.6}
+
+
+def _near(name: str, measured: int, shipped: int) -> bool:
+    if measured == shipped:
+        return True
+    if min(measured, shipped) <= 0:
+        return False
+    if name == "gl_prefetch":  # a choice among distances that read alike: prefetch or not
+        return True
+    return max(measured, shipped) / min(measured, shipped) <= BANDS.get(name, BAND)
+
+
+def snap(fitted: CostConstants, builtin: CostConstants,
+         shipped: CostConstants | None = None) -> CostConstants:
+    """``fitted`` made reproducible: each constant the ``shipped`` one where within
+    ``BAND`` of it, else on the grid; ``FROM_BUILTIN`` from ``shipped`` or ``builtin``."""
     vals = {}
     for f in fields(CostConstants):
         v = getattr(fitted, f.name)
         if f.name in FROM_BUILTIN:
-            v = getattr(builtin, f.name)
+            v = getattr(shipped or builtin, f.name)
+        elif shipped is not None and _near(f.name, v, getattr(shipped, f.name)):
+            v = getattr(shipped, f.name)
         elif f.name not in UNSNAPPED:
             v = snap_value(v)
         vals[f.name] = v
@@ -129,15 +173,15 @@ def ensure(target, say=None) -> Path | None:
         from morello import calibrate
 
         say(f"morello: first use of {target.name} on this host: fitting the cost constants "
-            f"to it (one calibration run, a few seconds, once; MORELLO_CALIBRATION=builtin "
+            f"to it (a few seconds, once; MORELLO_CALIBRATION=builtin "
             f"skips)")
         t0 = time.perf_counter()
         try:
-            result = calibrate.run(target, runs=1)
+            result = calibrate.run_first_use(target)
         except Exception as e:  # noqa: BLE001 - a failed measurement leaves the built-ins
             say(f"morello: could not calibrate ({e}); using the built-in constants")
             return None
-        constants = snap(result.constants, target.costs)
+        constants = snap(result.constants, target.costs, shipped_set(target.name))
         costs.save(path, target.name, constants, result.measured_ns, result.host,
                    source=SOURCE)
         say(f"morello: fitted in {time.perf_counter() - t0:.1f} s, kept in {path}")

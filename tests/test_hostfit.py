@@ -1,6 +1,7 @@
 """First-use calibration: constants fitted to the host without the user asking."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -24,11 +25,11 @@ def fresh_host(tmp_path, monkeypatch):
     monkeypatch.setattr(hostfit, "cannot_fit", lambda target: None)
     calls = []
 
-    def fake_run(target, progress=None, quick=False, runs=1):
+    def fake_run(target, progress=None):
         calls.append(target.name)
         return Calibration(fit(NS), NS, "test host")
 
-    monkeypatch.setattr(calibrate, "run", fake_run)
+    monkeypatch.setattr(calibrate, "run_first_use", fake_run)
     return calls
 
 
@@ -114,3 +115,26 @@ def test_a_new_user_s_first_bench_fits_the_host_and_says_so(tmp_path):
     files = list((tmp_path / "config" / "morello" / "host").glob("calibration-avx2-*.json"))
     assert len(files) == 1
     assert costs.load(files[0], "avx2") == parse_target("avx2", 1, str(files[0])).costs
+
+
+def test_a_shipped_set_for_the_cpu_model_is_kept_where_the_measurement_confirms_it():
+    shipped = fit(NS)
+    near = dataclasses.replace(shipped, gl_line=round(shipped.gl_line * 1.2),
+                               parallel_setup=round(shipped.parallel_setup / 1.25))
+    got = hostfit.snap(near, AVX2.costs, shipped)
+    assert got == shipped  # noise within the band: the shipped constants, exactly
+    far = dataclasses.replace(near, gl_line=shipped.gl_line * 2)
+    got = hostfit.snap(far, AVX2.costs, shipped)
+    assert got.gl_line == hostfit.snap_value(shipped.gl_line * 2)  # corrected, on the grid
+    assert dataclasses.replace(got, gl_line=shipped.gl_line) == shipped
+
+
+def test_the_shipped_sets_load_and_name_known_targets_with_their_provenance():
+    doc = json.loads(hostfit.SETS.read_text())
+    assert doc["format"] == hostfit.SETS_FORMAT and doc["version"] == 1 and doc["sets"]
+    for row in doc["sets"]:
+        assert row["target"] in TARGETS
+        assert hostfit.shipped_set(row["target"], row["cpu"]) == costs.CostConstants.from_json(
+            dict(row["constants"]))
+        assert {"host", "date", "command"} <= set(row["provenance"])
+    assert hostfit.shipped_set("avx2", "NoSuchCPU-0-0") is None
