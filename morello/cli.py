@@ -129,7 +129,8 @@ def _add_calibration_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration", metavar="PATH", default=None,
                    help="cost constants: a file written by `morello calibrate`, or 'builtin' "
                         "(default: $MORELLO_CALIBRATION, else the file `morello calibrate` "
-                        "wrote, if any, else builtin)")
+                        "wrote, if any, else this host's own, fitted on first use in a few "
+                        "seconds and kept)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -193,9 +194,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "calibrate", help="measure the cost model's constants on this machine",
         description="Time microbenchmarks of the kernels and memory levels on this host "
-                    "(about 15 s a run, 3 runs by default), print them, and write the cost "
-                    "constants (in units of a quarter of a vector FMA at peak) to a "
-                    "calibration file that later searches use. "
+                    "(about 4-15 s a run, 3 runs by default), print them, and write the "
+                    "cost constants (in units of a quarter of a vector FMA at peak) to a "
+                    "calibration file that later searches use (without it, a search fits "
+                    "the constants on first use, more roughly). "
                     "Results of searches under other constants go to another database.")
     p.add_argument("--target", default="avx2",
                    help="target ISA: avx2 (default), avx512, or native (the widest this "
