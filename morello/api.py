@@ -258,7 +258,7 @@ def chain(*steps: Spec | list[Spec] | tuple[Spec, ...]) -> Spec:
     for s in specs:
         if isinstance(s.kind, compose.Chain):
             raise SpecError("a chain step must be a primitive Spec, not a chain")
-        why = compose._chainable(s.kind)
+        why = compose.chain_step_reason(s.kind)
         if why:
             raise SpecError(f"chain: {why}")
     # Chain dims: union the Spec dims each step's input 0 shares with the previous output.

@@ -7,6 +7,8 @@ import sqlite3
 import sys
 
 from morello import limits, timing
+from morello.api import OPERATIONS
+from morello.compose import chain_step_reason
 from morello.errors import MorelloError
 from morello.memory import calibration_source
 
@@ -64,8 +66,10 @@ overflow. A program too large for this machine's memory can be synthesized and e
 (with a note); run and bench refuse it before searching.
 """
 
-OPS = ("matmul", "add", "mul", "relu", "fill", "broadcast", "max", "sum",
-       "softmax", "bias", "attention", "chain")  # api.OPERATIONS, and chains
+OPS = (*OPERATIONS, "attention", "chain")
+# The operations a chain may start with, as the kind table says (a fill reads nothing).
+CHAIN_OPS = tuple(name for name, (kind, _) in OPERATIONS.items()
+                  if chain_step_reason(kind) is None)
 
 
 def _int(text: str) -> int:
@@ -291,9 +295,9 @@ def _chain_spec(args):
         raise MorelloError("a chain is 'STEP | STEP ...' with at least two steps, e.g. "
                            "'matmul 128 64 128 | softmax' (see `morello --help`)")
     first, *rest = parts
-    if first[0] not in OPS[:10]:
-        raise MorelloError(f"unknown operation {first[0][:40]!r} in the chain (one of "
-                           f"{', '.join(OPS[:10])})")
+    if first[0] not in CHAIN_OPS:
+        what = "cannot start a chain" if first[0] in OPS else "unknown operation in the chain"
+        raise MorelloError(f"{first[0][:40]!r}: {what} (one of {', '.join(CHAIN_OPS)})")
     sub = argparse.Namespace(**vars(args))
     sub.op, sub.sizes = first[0], []
     words = iter(first[1:])

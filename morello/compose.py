@@ -57,7 +57,9 @@ def _param_text(v) -> str:
     return "-inf" if v == -math.inf else repr(v)
 
 
-def _chainable(kind: PrimKind) -> str | None:
+def chain_step_reason(kind: PrimKind) -> str | None:
+    """Why ``kind`` cannot be a step of a chain (it must read its inputs into one fresh
+    output), or None."""
     info = kind.info
     n = info.n_operands
     if info.scan and kind is not PrimKind.SOFTMAX:
@@ -80,7 +82,7 @@ class Chain:
             raise SpecError(f"a chain has 2..{MAX_COMPONENTS} steps, got "
                             f"{len(self.components)}")
         for c in self.components:
-            why = _chainable(c.kind)
+            why = chain_step_reason(c.kind)
             if why:
                 raise SpecError(why)
 

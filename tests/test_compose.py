@@ -204,6 +204,7 @@ def test_bad_chains_give_one_clear_line(steps, message):
 @pytest.mark.parametrize("argv,message", [
     (["synth", "chain", "matmul 4 4 4"], "at least two steps"),
     (["synth", "chain", "frob 4 | relu"], "unknown operation"),
+    (["synth", "chain", "fill 4 4 | relu"], "cannot start a chain"),
     (["synth", "chain", "matmul 4 4 4 | conv 3"], "cannot be a later chain step"),
     (["synth", "chain", "matmul 4 4 4 | matmul"], "takes N"),
     (["synth", "chain", "relu 4 | matmul 3"], "reads a matrix"),
