@@ -11,15 +11,15 @@ from strategies import gl_matmul_spec_st, prim_spec_st, small_limits_st, spec_st
 import morello
 from morello._graph import SpecGraph
 from morello.coords import spec_key, spec_point
-from morello.memory import AVX2, LEVELS
+from morello.memory import AVX2, AVX512, LEVELS
 from morello.rewrites import actions
 from morello.search import Engine, logical
 
 
-def python_rows(spec):
+def python_rows(spec, target=AVX2):
     rows = []
-    for idx, act in enumerate(actions(spec, AVX2)):
-        exp = act.expand(spec, AVX2)
+    for idx, act in enumerate(actions(spec, target)):
+        exp = act.expand(spec, target)
         if exp is not None:
             rows.append((idx, exp.const, tuple(exp.own),
                          tuple(logical(c) for c in exp.children), tuple(exp.coefs)))
@@ -32,12 +32,12 @@ def native_rows(eng: Engine, i: int):
 
 
 @settings(max_examples=150)
-@given(spec_st(max_dim=6, ranks=(1, 2, 3, 4)))
-def test_native_rows_equal_python_rewrites_for_every_kind(spec):
-    eng = Engine(AVX2)
+@given(spec_st(max_dim=6, ranks=(1, 2, 3, 4)), st.sampled_from([AVX2, AVX512]))
+def test_native_rows_equal_python_rewrites_for_every_kind(spec, target):
+    eng = Engine(target)
     i = eng.id_of(logical(spec))
-    note(str(spec))
-    assert native_rows(eng, i) == python_rows(logical(spec))
+    note(f"{target.name} {spec}")
+    assert native_rows(eng, i) == python_rows(logical(spec), target)
 
 
 @pytest.mark.parametrize("spec", [
@@ -62,13 +62,13 @@ _tiny_st = st.one_of(
 
 
 @settings(max_examples=60, deadline=None)
-@given(_tiny_st)
-def test_cython_dp_equals_pure_python_dp_for_every_kind(spec):
+@given(_tiny_st, st.sampled_from([AVX2, AVX512]))
+def test_cython_dp_equals_pure_python_dp_for_every_kind(spec, target):
     from morello.reference_dp import memoized_optimum
 
-    note(str(spec))
-    ref = memoized_optimum(spec, AVX2)
-    sol, _ = Engine(AVX2).solve(spec)
+    note(f"{target.name} {spec}")
+    ref = memoized_optimum(spec, target)
+    sol, _ = Engine(target).solve(spec)
     if ref is None:
         assert sol is None
         return
