@@ -607,3 +607,15 @@ def emit_header(impl: Impl, name: str) -> str:
         f"#endif /* {guard} */",
         "",
     ])
+
+
+def emit_kernel(spec: Spec, target: Target, kernel: str) -> str:
+    """The C that kernel row ``kernel`` of ``target`` writes for the leaf ``spec``, its
+    operands named by the kind table (register operands as register tiles): what a
+    kernel edit changes, for review (``tests/golden_c.py``)."""
+    e = _Emitter(target)
+    ops = [OperandView(Ref(Buffer(nm, t, t.level.counts_registers), (Affine(),) * len(t.shape)),
+                       t)
+           for nm, t in zip(spec.kind.info.operands, spec.operands)]
+    e.kernels.by_name[kernel].emit(e.w, spec, ops, e.kernels.vector_type)
+    return str(e.w)

@@ -1,0 +1,13 @@
+/* VectorExpStoreSumAccum on avx512: SoftmaxUnscaledAccum{dim=0}((1×1, f32, L1), (1×1, f32, L1), (1×1, f32, L1), (1×1, f32, L1), serial) */
+{
+    float *restrict p2 = &dst[0];
+    const float *restrict p0 = &src[0];
+    const float m = max[0];
+    float r = 0.0f;
+    for (long q = 0; q < 1; q++) {
+        const float e = morello_expf(p0[q] - m);
+        p2[q] = e;
+        r += e;
+    }
+    denom[0] += r;
+}

@@ -1,0 +1,11 @@
+/* VectorSumRows on avx512: SumAccum{dim=0}((2×1, f32, L1, c0), (1×1, f32, L1), serial) */
+{
+    const float *restrict p0 = &src[0];
+    const long rs = &src[1] - p0;
+    float *restrict p1 = &dst[0];
+    for (long q = 0; q < 1; q++) {
+        float s = p0[q];
+        s = s + p0[1 * rs + q];
+        p1[q] = p1[q] + s;
+    }
+}
