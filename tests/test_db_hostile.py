@@ -1170,7 +1170,7 @@ def _suboptimal_trace(reference: int) -> tuple[list[int], int]:
 def test_consistent_but_suboptimal_root_is_served_honestly(tmp_path, good_bytes, reference):
     """A root row naming a real, correctly costed, but not cheapest Impl of the query.
 
-    The trust model (README, "Safety"): a database is checked for being well formed and
+    The trust model (docs/guide.md, "Safety"): a database is checked for being well formed and
     for every program it yields being what it claims (correct actions, honest cost), but a
     well-formed file can still name a worse decision than the search would find; only a
     search proves optimality. So this root is served without a search: the program is
