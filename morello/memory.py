@@ -65,42 +65,14 @@ DESTINATIONS = {
 }
 
 
-# Built in: the median, constant by constant, of three `morello calibrate --dry-run --json`
-# runs on 2026-11-29 on the development machine (AMD EPYC, 2 vCPUs under KVM; one vector
-# FMA = 0.17 ns = 4 units). The earlier hand-set values (L1 line 2, GL line 20, in FMA
-# units) gave kernels that measured the same within noise at 64^3..1024^3; these also
-# stream the matvec in longer runs (8 KiB instead of 2 KiB: 8-9.5 -> 9.7-10.5 GB/s).
-# l2_line came later the same day, from one `morello calibrate` (the median of its 3 runs).
-# gl_line_parallel (a line read as one of 8 runs of a page side by side, `cal_streams`,
-# on huge pages as numpy's weights are) came on 2026-12-03 from this development machine:
-# 1.30x the time per line of one run read alike (the median of 5 measurements, 1.24-1.32),
-# so 162 = 1.30 * gl_line. (2 runs side by side took 2.0-2.9x; 8 runs of 32 MiB each 0.86x.
-# An Intel Xeon host read 8 long runs at 0.53-0.77x; page runs were not measured there.
-# Where page runs side by side are cheaper, `morello calibrate` says so, and the search
-# may then read adjacent weight rows side by side: DotProductLoop.)
-# gl_line_parallel is net of its runs' starts since gl_ramp came (the model charges them
-# apart): 162 - (404 + 1130) / 64 = 138.
-# gl_ramp (what a run of a page or longer costs to start beyond gl_run, shorter runs their
-# share; `cal_rows`) was not measured there: 1130 is derived from that host's x.W kernel
-# timed over column blocks of 4096 and 16384 (1.09-1.13x for the longer runs at 4.0 ms:
-# about 65 ns a run start, less gl_run's 17 ns). `cal_rows` measured 1660-2010 on a Zen 3
-# host (3 runs).
-# gl_line_streams (a line read as one of 8 runs of 32 MiB side by side, `cal_streams`) is
-# that host's 0.86x the time per line of one run, measured on 2026-12-03 with
-# gl_line_parallel: 0.86 * 125 = 108. (A Zen 3 host: 0.70x, as `calibrate` measures it now, over
-# runs of 8 MiB; runs of 32 MiB read no faster there than page-long ones.)
+# Built in: one development host's calibration (its provenance: docs/model-notes.md).
 AVX2_COSTS = CostConstants(
     l1_line=10, l2_line=17, gl_line=125, gl_line_parallel=138, gl_line_streams=108,
     gl_run=404, gl_ramp=1130,
     strided_factor=4,
     fma=4, broadcast=5,
     vector_move=9, scalar_op=1, hsum=172, parallel_setup=23_940, parallel_iter=12,
-    # Measured on a later Zen 4 KVM host (morello calibrate: 256 lines read 1.09-1.11x
-    # faster than none in cal_stripes).
     gl_prefetch=256,
-    # The same later host: a line read at a 4 KiB stride over 8 MiB (in L3) against one
-    # read in sequence, 81 units (4 MiB: 64); over 256 MiB 299, as its gl_run. The ramp
-    # there: 6 units (4 MiB: none), against 2193 from DRAM.
     llc_run=81,
 )
 
@@ -139,11 +111,8 @@ class Target:
         """This target for a problem whose main-memory operands exceed the last-level
         cache (``needs_dram``): every line written to main memory then costs its write-back
         too, and kernels may store past the caches (non-temporal stores), which costs no
-        read of the line first. With such stores a softmax of 4096x4096 (64 MiB in, 64 MiB
-        out) ran 1.22x faster on a Zen 3 host (relu and add 1.21-1.39x), but a 4 MiB
-        softmax (in L3) 0.94-0.97x as fast, 0.73x on a Zen 4 host: so it is a variant of
-        the target (named ``...-dram``, with results of its own), chosen by the size of the
-        problem, not a choice every Spec could make."""
+        read of the line first. Within the cache such stores lose, so this is a variant of
+        the target (``...-dram``, results of its own) chosen by the problem's size."""
         if self.gl_in_dram:
             return self
         return replace(self, name=f"{self.name}-dram", gl_in_dram=True)
@@ -152,10 +121,8 @@ class Target:
         """This target for a problem whose main-memory operands all fit the last-level
         cache (not ``needs_dram``): a run of main memory then starts from L3, at
         ``llc_run`` and with no ramp (``run_costs``), where beyond it a run start waits
-        for DRAM and its prefetchers ramp up. Priced as from DRAM, a 64-column strip read
-        as 8 short runs cost x.W 1x512x1024 its fastest program (the 16-lane axpy over
-        Split(8), 1.19x the one the search took) and matmul+bias+relu 256^3 its unfused
-        one. A variant of the target (``...-llc``, results of its own), as ``in_dram``."""
+        for DRAM and its prefetchers ramp up (priced as from DRAM, in-cache programs lost
+        their fastest forms). A variant of the target (``...-llc``), as ``in_dram``."""
         if self.gl_in_llc or self.gl_in_dram:
             return self
         return replace(self, name=f"{self.name}-llc", gl_in_llc=True)
@@ -171,10 +138,7 @@ class Target:
         """What a line of main memory costs less when a loop sweeps a few long runs side
         by side (``cost.sweep_saving``): ``gl_line`` less ``gl_line_streams``, beyond the
         LLC only (within it the lines come from L3, with no prefetcher to keep busy), for
-        targets whose kernels measured it (``sweep_dtypes``). x.W bf16, 4 weight rows
-        per sweep against 8, the two targets' programs alternated in the same rounds (41,
-        Zen 4): avx2 1x2048x16384 1.07x, 1x2048x12288 1.12x, 1x2048x7168 1.03x,
-        1x4096x8192 0.99x; avx512 (zmm) 0.99x, 1.02x, 0.89x, 0.97x."""
+        targets whose kernels gain from it (``sweep_dtypes``)."""
         if self.gl_in_llc or not self.sweep_dtypes:
             return 0
         return max(0, self.costs.gl_line - self.costs.gl_line_streams)
@@ -189,12 +153,7 @@ class Target:
         for a matmul that reads them about once per call (fewer than
         ``STREAM_FLOPS_PER_BYTE`` flops per byte of them: a matrix-vector product), more
         than three quarters of the last-level cache, which keeps that much between calls
-        only in part (it is shared with other cores, and a victim cache on AMD). bf16
-        matvecs on a Zen 4 host with 32 MiB, priced and emitted as from DRAM against as
-        from L3, paired (benchmarks/ab_programs.py, 7 rounds), avx2 and avx512, x.W and
-        W[N x K]: 24-29 MB (1x4096x3072, 1x2048x7168, 1x3000x5000) 1.20-1.62x; 16-22 MB
-        0.74-1.04x, so they stay in L3, as do f32 matmuls (20-24 MiB: 0.97-1.04x) and
-        softmaxes (1536x1536, 18 MiB in all: 0.71-0.79x)."""
+        only in part (it is shared with other cores, and a victim cache on AMD)."""
         gl = sum(o.bytes for o in spec.operands if o.level is Level.GL)
         if self.needs_dram(gl):
             return True
@@ -255,16 +214,11 @@ AVX512 = Target(
     l1_ways=8,
     row_tile_sizes=(6, 12),
     # Panels of up to 4 zmm vectors feed the 6x64 register tile (OuterProductLoopWide).
-    # Paired against panels of 8 and 16 (benchmarks/ab_programs.py, 9 rounds): 256^3
-    # 1.05x, 1024^3 1.09x, 200^3 0.96x; the cold 1024^3 search 29 s against 24 s.
     pack_sizes=(16, 32, 64),
     # A Matmul's B panel of 64 columns (the 6x64 register tile's width) may be viewed in
     # L2 (``KindInfo.l2_panels``): the whole k of a column panel of B stays there, reused
     # by every row tile of A, and C tiles stay in registers over all of k (no packing,
-    # no C reloads). Paired against the programs without it (benchmarks/ab_programs.py,
-    # 7-9 rounds): 1024^3 1.12-1.18x, 512^3 1.13-1.14x, 256^3 1.09-1.11x, 200^3 0.97x
-    # (rows 800 bytes apart: half of them straddle lines); the cold 1024^3 search of
-    # this target 1.1-1.3x longer (3 alternating runs), peak RSS 504 -> 548 MiB.
+    # no C reloads).
     l2_panel_cols=64,
     prefetch_streams=8,
     processors=1,
