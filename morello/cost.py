@@ -47,11 +47,8 @@ SWEEP_BYTES = 8192
 
 
 # Runs of an L1 tensor this long or longer cost no more than a contiguous tensor's lines
-# in a problem beyond the LLC (``move_cost``). A column sum of 4096x4096 from main
-# memory, 8 rows of 512 floats at a time viewed in L1 (VectorSumRows), was priced 1.09x
-# the program that took one row at a time, and ran 1.6-1.9x faster (Zen 4, hand loops;
-# the search's programs 1.37-1.39x, scheduled, 11 rounds). Within the LLC the same
-# programs ran 0.93x (2048x3000; 4 rows 0.78x, 2 rows 0.67x): there the rule is not taken.
+# in a problem beyond the LLC (``move_cost``): each continues a stream from main memory.
+# Within the LLC such strips ran slower than a row at a time, so there the rule is off.
 LONG_RUN_BYTES = 2048
 
 
@@ -63,11 +60,8 @@ def run_bytes(t: TensorSpec) -> int:
 def run_cost(nbytes: int, target: Target) -> int:
     """The start of a run of ``nbytes`` in main memory: ``gl_run``, and ``gl_ramp`` more
     for a run of ``RAMP_BYTES`` or longer, its share of it for a shorter one (so that
-    cutting a run in two never makes it cheaper). A matvec's x·W that reads 8 rows of W
-    side by side, 8 KiB of each, then the next 8 rows, ran 1.15-1.18x slower than reading
-    each row's 32 KiB at once (Zen 3; 1.09-1.13x on Zen 4), while an isolated strided
-    line (``gl_run``) costs a few times less than the difference per run: the
-    prefetchers restart on every run."""
+    cutting a run in two never makes it cheaper): the prefetchers restart on every run,
+    which costs more than an isolated strided line (``gl_run``) alone."""
     run, ramp = target.run_costs()
     return run + ramp * min(nbytes, RAMP_BYTES) // RAMP_BYTES
 
@@ -78,14 +72,8 @@ def sweep_saving(run: int, blocks: int, dtype: Dtype, target: Target) -> int:
     kernel prices its lines as one stream's, ``gl_line``): ``Target.sweep_line_saving``
     per line, for runs of ``SWEEP_BYTES`` or longer, of ``Target.sweep_dtypes``, and at
     most half the runs the prefetchers follow: the kernel that reads such rows,
-    WidenAxpyLoop, prefetches as many rows below (``kernels.avx2.axpy_emit``). x.W bf16
-    programs sweeping 4 weight rows against 8, avx2, Zen 4, 41-61 alternating rounds:
-    1x2048x16384 1.07-1.10x, 1x2048x12288 1.12x, 1x2048x7168 1.02-1.03x, 1x4096x8192
-    0.99-1.01x; without the saving the model priced 4 rows 1.07x dearer (their epilogue
-    into out amortized over half as many rows; a kernel of one row, all epilogue, ran
-    0.40-0.71x). f32
-    weights (OuterProductLoopWide, no prefetch below) swept 4 rows at a time ran
-    0.90-0.93x (1x4096x4096, 1x2048x16384, 1x8192x4096, 21 rounds)."""
+    WidenAxpyLoop, prefetches as many rows below (``kernels.avx2.axpy_emit``). f32
+    weights (no prefetch below) gain nothing from it, so they are not swept."""
     save = target.sweep_line_saving()
     if save <= 0 or dtype not in target.sweep_dtypes or run < SWEEP_BYTES \
             or not 2 <= blocks <= target.prefetch_streams // 2:
@@ -119,12 +107,8 @@ def move_pair_cost(src: TensorSpec, dst: TensorSpec, view: bool, target: Target)
     """What a Move from ``src`` to ``dst`` costs beyond its children: touching both, but
     for a cache view out of L2 only its lines in L2. Their touch in L1 is the loads of
     the kernel that reads the view, which its own cost counts; charging it again priced
-    a panel of B streamed from L2 through the register tile (hidden under its FMAs) at
-    1.6x the tile's FMAs, and the search kept B in L1 at the price of reloading every C
-    tile from memory for each 64 of k (avx512 1024^3 1.12-1.18x faster with this rule
-    and the L2 panels of ``Target.l2_panel_cols``). On avx2 alone it changes some
-    programs (1024^3's cost 1.225e9 -> 1.184e9) to no measured effect: 512^3 1.01x,
-    1024^3 0.98-1.06x, 1000^3 1.00x, 256^3 1.00x, 200^3 0.99x."""
+    a panel of B streamed from L2 through the register tile (hidden under its FMAs) above
+    the tile's FMAs, and kept B in L1 at the price of reloading C tiles."""
     if view and src.level is Level.L2:
         return move_cost(src, target)
     return move_cost(src, target) + move_cost(dst, target)
