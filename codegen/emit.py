@@ -252,8 +252,7 @@ class _Emitter:
     def _prefetch_next(self, body: Impl, refs, dims, var: Var, size: int) -> None:
         """If the loop body starts by loading a tile from main memory into registers (the C
         tile of a register-tile matmul), prefetch the next iteration's tile first: its
-        lines then arrive while this iteration computes. (1024^3 with AVX-512: 1.13x in a
-        paired before/after, benchmarks/ab_programs.py.)"""
+        lines then arrive while this iteration computes."""
         o = self._register_load(body)
         if o is None or dims[o] is None or refs[o].buffer.registers:
             return
@@ -277,15 +276,10 @@ class _Emitter:
         later ones touch no memory, so the hardware prefetchers idle while the core
         computes. The kernel of that pass emits the prefetches through its loop
         (``OperandView.next_tile``) if it can. Only for tiles that are one contiguous run
-        and fit half of L1 beside this one. (4096x4096 softmax, AVX2, one thread: 1.19x
-        in paired hand tests, with the prefetches in the exp pass; 0.96x in the max
-        pass, 0.86x all issued at the start of the iteration.) Beyond the last-level
-        cache, into L2 instead, and tiles up to half of L2: into L1 the next 4096-float
-        row evicted this one's (48 KiB), and rows of 32 KiB went without. Paired against
-        into L1 within half L1 (benchmarks/ab_programs.py --op softmax, 9 rounds), AVX2
-        (AVX-512): 4096x4096 1.05x (1.08x), 8192x2048 1.10x (1.16x), 2048x8192 1.13x
-        (1.06x), 1024x16384 1.06x (1.16x). Within the cache, into L2 was 0.98-0.99x
-        (attention 512x64). From main memory, the prefetched tile is as many tiles on
+        and fit half of L1 beside this one, issued in the second pass (in the first, or
+        all at once, they came too late or evicted this tile). Beyond the last-level
+        cache, into L2 instead, and tiles up to half of L2: into L1 the next row evicted
+        this one's. From main memory, the prefetched tile is as many tiles on
         as puts the prefetches ``DRAM_PASSES_AHEAD`` rows ahead (``_NextTile.offset``). Returns
         how many operands it asked for (kept in
         ``self.next_tiles`` while the body is emitted)."""
@@ -439,11 +433,8 @@ class _NextTile:
 
 # How far ahead, in rows (one run of a multi-pass loop's passes), a loop over main
 # memory prefetches (``_NextTile.offset``): the next row's lines, asked for during this
-# row's exps, arrived too late for its max pass. Two rows on, against one
-# (hand-edited programs, 4096x4096, 9 alternating rounds): AVX2 1.08x, AVX-512 1.12x;
-# three to six no better than two. Tiles of 2 or 4 rows already prefetched 2 or 4 rows
-# on (8192x2048, 16384x1024); two tiles on there: 0.96-1.01x, so they keep one. Rows in
-# pieces count as one row (2500x6000, 3000x5000: two rows on, 0.99-1.01x against one).
+# row's exps, arrived too late for its max pass; more than two rows gained nothing, and
+# tiles of several rows keep one tile on. Rows in pieces count as one row.
 DRAM_PASSES_AHEAD = 2
 
 

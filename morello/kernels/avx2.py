@@ -403,24 +403,12 @@ def _split_x(w, lhs, k: int) -> None:
     w.line("const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);")
 
 
-# Columns DotProductStripes reads side by side, each from its own stripe of the columns.
-# Tried against it beyond the LLC on a Zen 4 host (bf16 W[N x K], 2026-12-04): fewer
-# stripes (4 with 2 accumulators each, 2 with 4) 0.83-1.16x by the host's phase, 8 rows
-# adjacent 0.85-0.91x; DotProductRows with each line prefetched 256 lines ahead in a hand
-# loop 0.91-1.28x, and chosen by the search (priced at the stripes' price times the ratio
-# of their loops) 1.02-1.09x at 64-128 MiB of weights but 0.88-0.96x at 32-48 MiB, where
-# L3 keeps part of the stripes' weights between calls (ab_programs, 11 rounds): not taken.
-# Nor another prefetch distance (gl_prefetch 128 or 512 lines against 256: 0.98-1.00x).
+# Columns DotProductStripes reads side by side, each from its own stripe of the columns
+# (the alternatives tried: docs/model-notes.md).
 STRIPES = 8
 # Each line is asked into L2 twice, at the prefetch distance and at half of it: of 8
 # streams' prefetches some are lost (a single one at another distance, 384 or 512
-# lines, gained nothing). Paired against once (hand-edited programs, 11 alternating
-# rounds, bf16 W[N x K] from main memory, 256 lines ahead): 1x2048x16384 1.09x (1.12x
-# with AVX-512's flags), 1x4096x16384 1.12x, 1x4096x8192 1.12x, 1x2048x12288 1.09x,
-# 1x2048x8192 1.05x; a third at 384 and 512 lines 0.93-1.11x. The search's programs
-# against once (ab_programs, 15 rounds) avx2 (avx512): 1x2048x16384 1.12x (1.12x),
-# 1x4096x16384 1.14x (1.14x), 1x4096x8192 1.12x (1.10x), 1x2048x12288 1.07x (1.10x);
-# 1x2048x8192, the size of the LLC, 1.00x (0.95x), so once up to the LLC's size.
+# lines, gained nothing); only beyond the LLC's size, where it gains.
 # The longest k it takes: its split copy of x (64 KiB on the stack) is read from L2, at
 # a line per 8 lines of weights.
 STRIPES_MAX_K = 16384
@@ -622,17 +610,12 @@ def axpy_emit(w, spec, ops, wide: bool) -> None:
     P, V = ("_mm512", "__m512") if wide else ("_mm256", "__m256")
     # Beyond the last-level cache (``OperandView.prefetch_lines``), the lines some way
     # along each row into L2, at most an eighth of a whole row of W ahead (further, they
-    # land in another row): 1x2048x16384 from main memory on a Zen 4 host, hand loops, 25
-    # alternating rounds: 2-8 KiB ahead 1.04-1.08x, 16 KiB 0.96-1.02x, into L1 0.74-0.77x.
+    # land in another row; into L1 they evict what is being read).
     row_lines = rhs.ref.buffer.tensor.shape[-1] * rhs.spec.dtype.size // 64
     ahead = min(rhs.prefetch_lines, row_lines // 8)
     # And the same lines k rows below, which the enclosing split of k reads next, after
     # the rest of these rows (k whole rows of W later), where that is no further than L2
-    # holds: from main memory, avx2 (avx512), paired against the lines ahead alone, 11
-    # rounds: 1x2048x16384 1.08x (1.06x), 1x4096x4096 1.29x (1.20x), 1x4096x16384 1.06x
-    # (1.10x); 1 MiB below (1x1024x65536) 0.96x.
-    # (Within the LLC, where nothing is prefetched, the rows below into L2 made x.W
-    # 1x512x1024 .. 1x512x2048 0.91-1.00x, into L1 0.62-0.70x: ab_programs, 21 rounds.)
+    # holds (within the LLC nothing is prefetched: there it only cost).
     whole_k = rhs.ref.buffer.tensor.shape[-2]
     below = ahead and 1 < k < whole_k and k * row_lines * 64 <= rhs.prefetch_room
     with w.block("{"):
@@ -644,14 +627,9 @@ def axpy_emit(w, spec, ops, wide: bool) -> None:
         with w.block(f"for (long q = 0; q < {k}; q++, row += rs) {{"):
             w.line(f"const {V} x = {P}_set1_ps(*{lhs.ptr('q')});")
             # This row's lines four column tiles ahead, which the loop over tiles reads
-            # soon, where the kernel walks a long k itself (down a column of tiles: from
-            # main memory, 1x2048x16384, benchmarks/ab_programs.py, without prefetches
-            # 0.84x the 32-column broadcast loop, one tile ahead 0.94x, two or four
-            # 1.02x). Over the few rows of a split k the tiles run along 8 rows side by
-            # side, which the hardware prefetchers follow, and the prefetches only cost:
-            # Split(8) programs without them, avx512, 9 alternating rounds: 1x2048x16384
-            # 1.06-1.13x, 1x4096x4096 1.11x, 1x512x1024 1.13-1.19x, 1x2048x4096 (in
-            # L3) 0.94-0.97x; avx2 1.16x, 1.10x, 1.11x, 1.02x.
+            # soon, where the kernel walks a long k itself (down a column of tiles). Over
+            # the few rows of a split k the tiles run along 8 rows side by side, which
+            # the hardware prefetchers follow, and the prefetches only cost.
             if k > AXPY_PREFETCH_MIN_K:
                 for line in range(0, 2 * n, 64):
                     w.line(f"_mm_prefetch((const char *)(row + {4 * n + line // 2}), "
