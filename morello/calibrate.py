@@ -439,25 +439,20 @@ ROW_BYTES = 32 << 10
 # Bytes of each run of ``cal_streams``'s side-by-side read (``gl_line_parallel``): a page,
 # the length of a weight row of gemma's 2048-wide bf16 matvec, and the most that a
 # hardware prefetcher follows without a new start. Side by side, such runs may read
-# slower than one sequential stream: on a Zen 4 KVM host (huge pages) 8 of them took 1.3x
-# the time per line, 4 of them 1.8x, 2 of them 2.0-2.9x (while 8 runs of 32 MiB each
-# took 0.86x).
+# slower than one sequential stream, on some hosts.
 STREAM_RUN = 4096
 
 
 # Distances (lines) ``cal_stripes`` prefetches ahead, 0 first (none): ``gl_prefetch`` is
-# the best of them where it reads at least PREFETCH_GAIN faster than none. On a Zen 4 KVM
-# host 256 lines (16 KiB, four 4 KiB rows of a stripe) made the 1x2048x16384 bf16 matvec
-# 1.09x faster and 1x4096x8192 1.10x (hand loops, 25 alternating rounds), while from L3
-# (8 MiB of weights) any distance made it 0.8x: so kernels prefetch only in problems
-# whose main-memory operands exceed the last-level cache (``codegen.emit.emit_c``).
+# the best of them where it reads at least PREFETCH_GAIN faster than none. From L3 any
+# distance lost, so kernels prefetch only in problems whose main-memory operands exceed
+# the last-level cache (``codegen.emit.emit_c``).
 PREFETCH_LINES = (0, 64, 128, 256, 512)
 PREFETCH_GAIN = 1.03
 PREFETCH_TIE = 1.02
 
 # Bytes of the buffer whose strided read within the last-level cache gives ``llc_run``
-# (at most a quarter of ``Target.llc_bytes``): 8 MiB measured 81 units on a Zen 4 host, 4
-# MiB 64, 16 MiB (half its L3) 161, 256 MiB (DRAM) 299.
+# (at most a quarter of ``Target.llc_bytes``, so that it stays in the cache).
 LLC_READ_BYTES = 8 << 20
 
 # Bytes read as ``cal_streams``'s long runs side by side (``gl_line_streams``).
@@ -545,9 +540,7 @@ def measure(target: Target, progress=None, quick: bool = False) -> dict:
     ns["gl_line_parallel"] = ns["gl_line"] * ns["stream_runs"] / ns["stream_one"]
     say(f"calibrate: {target.prefetch_streams} long runs side by side")
     # Over 64 MiB (the paper's bf16 matvec weights), so each run is a few MiB, as a
-    # matvec's stripes are: on a Zen 3 host 8 runs of 32 MiB read no faster than page
-    # runs, while 8 runs of 8 MiB took 0.74x the time per line of one run (as the
-    # kernels did: DotProductStripes 1.2-1.3x faster than 8 adjacent rows at once).
+    # matvec's stripes are (runs of 32 MiB read no faster than page-long ones on a host).
     long_buf = min(big, LONG_RUNS_BYTES)
     ns["stream_long"] = _best(lib.cal_streams, long_buf, target.prefetch_streams,
                               long_buf // target.prefetch_streams, 3, repeats=3)
@@ -590,10 +583,8 @@ def fit(ns: dict) -> CostConstants:
     l1 = max(1, round(u(ns["l1_line"])))
     # A vector move is priced at what its copy loop takes for a load and a store
     # together: the model has no store term of its own, and charges moves both ways (a C
-    # tile's load and its store, a pack's read and write). At the time of one move (a
-    # store-bound loop: half of it), this Zen 4 host's calibration gave 4, and the search
-    # packed 1024^3 on avx512 to 0.89-0.93x the built-in constants' program; at the
-    # pair's, 8: 0.99-1.03x from 64^3 to 1024^3 (ab_programs, 7 rounds).
+    # tile's load and its store, a pack's read and write); priced at one move, the
+    # search packed more than paid.
     vm = max(1, round(u(2 * ns["vector_move"])))
     run = max(0, round(u(ns["gl_line_strided"] - ns["gl_line"])))
     ramp = max(0, round(u(ns["run_restart"] - (ns["gl_line_strided"] - ns["gl_line"]))))

@@ -132,12 +132,8 @@ class Width:
 
 
 # Vector ops of one exp, priced as FMAs: the clamp and range test, the reduction (3), the
-# polynomial (5 FMAs), the scale (2: a shift and a multiply); measured about 1.0-1.3
-# cycles per element in 8 lanes when it took 14. In 16 lanes an exp-store-sum loop over a
-# row in L1 ran 1.23-1.49x (median 1.46x) faster per element than in 8, not 2x (its
-# shifts, integer subtracts and maxima have two 512-bit ports against three 256-bit ones;
-# a load-FMA-store stream ran 1.8-2.0x), so a 16-lane exp is priced 20/14 of an 8-lane
-# one (SPR, 5 runs of a hand loop, one run).
+# polynomial (5 FMAs), the scale (2: a shift and a multiply). A 16-lane exp is priced
+# 20/14 of an 8-lane one, not twice: its integer ops have fewer 512-bit ports.
 AVX2 = Width(8, "__m256", "_mm256", "", 12)
 SCALAR_EXP_OPS = 13  # morello_expf of a tail element, in scalar ops
 AVX512 = Width(16, "__m512", "_mm512", "16", 12 * 20 // 14)
@@ -472,14 +468,8 @@ def _accum_emit(v: Width, op: str, sfold):
 #
 # A reduction along an outer dim (the column sums of a matrix) that takes one row per call
 # reads and writes each vector of dst once per row; these kernels fold ROWS_MAX rows or
-# fewer into it at once. From main memory, a column sum of 4096x4096 in a hand loop (best
-# of 15 passes, Zen 4, one run): a row at a time 14-19 GB/s, 2 rows 22, 4 rows 25-26, 8
-# rows in two partial sums 29 (86 % of the 34 GB/s a read-only pass took), 16 rows 24-25.
-# The search's programs against a row per call (each morello's ``emit``, 11 alternating
-# rounds, /tmp A/B): 4096x4096 from main memory, sum 1.22x (avx2) and 1.52x (avx512),
-# max 1.02x and 1.31x; in L1 16x200 1.16x, L2 1024x1024 1.04x, 128x400 0.98x; in L3
-# 2048x3000 0.93x (its column strips, 8 rows each), where a strided view of rows is
-# now priced as before (``cost.LONG_RUN_BYTES``) and a row per call kept.
+# fewer into it at once (8 rows in two partial sums read fastest; more spilled). In L3
+# a strided view of rows is priced as before (``cost.LONG_RUN_BYTES``): a row per call.
 # (VectorSumAccum and VectorMaxAccum are these kernels' one-row case, with a loop
 # unrolled four times; the two are kept apart for that.)
 ROWS_MAX = 8
