@@ -136,13 +136,15 @@ def snap(fitted: CostConstants, builtin: CostConstants,
 def cannot_fit(target) -> str | None:
     """Why this host cannot measure ``target`` (no C compiler, or a CPU that lacks its
     ISA), or None."""
-    import shutil
-
+    from morello.codegen.build import find_compiler
+    from morello.errors import BuildError
     from morello.memory import host_lacks
 
     if host_lacks(target) is not None:
         return f"this CPU does not run {target.isa}"
-    if not (os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")):
+    try:
+        find_compiler()
+    except BuildError:
         return "no C compiler"
     return None
 

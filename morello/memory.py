@@ -314,15 +314,14 @@ def calibration_source(name: str, calibration: str | None = None) -> str:
 
     choice = calibration_choice(name, calibration)
     if choice == "host":
-        path = hostfit.auto_path(target_named(name).name)
-        if not path.exists():
-            why = hostfit.cannot_fit(target_named(name))
-            return f"built-in cost constants ({why} to fit them to this host)"
-        choice = str(path)
+        target = target_named(name)
+        path = hostfit.auto_path(target.name)
+        if path.exists():
+            return f"cost constants fitted to this host on first use ({path})"
+        why = hostfit.cannot_fit(target) or "its calibration failed"
+        return f"built-in cost constants (not fitted to this host: {why})"
     if choice == "builtin":
         return "built-in cost constants (one development host's; see `morello calibrate`)"
-    if choice == str(hostfit.auto_path(target_named(name).name)):
-        return f"cost constants fitted to this host on first use ({choice})"
     return f"cost constants of {choice}"
 
 

@@ -77,6 +77,10 @@ def test_opt_outs_and_an_explicit_calibration_win(fresh_host, monkeypatch, tmp_p
 def test_a_host_that_cannot_measure_keeps_the_built_in_constants(fresh_host, monkeypatch):
     monkeypatch.setattr(hostfit, "cannot_fit", lambda target: "no C compiler")
     assert parse_target("avx2").costs == AVX2.costs and fresh_host == []
+    from morello.memory import calibration_source
+
+    assert calibration_source("avx2") == ("built-in cost constants (not fitted to this "
+                                          "host: no C compiler)")
 
 
 def test_concurrent_first_uses_measure_once(fresh_host):
