@@ -73,7 +73,7 @@ class Spec:
     def __reduce__(self):
         # The cached hash is per-process (str hashing is salted): never pickle it.
         return (type(self), (self.kind, self.shape, self.operands, self.serial_only,
-                             self.limits, self.params))
+                             self.limits, self.params, self.serial_given))
 
     def __post_init__(self) -> None:
         info = self.kind.info

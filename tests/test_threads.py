@@ -31,6 +31,15 @@ def test_spec_made_serial_never_gets_parallel_loops():
     assert prog.spec.serial_only
 
 
+def test_a_pickled_spec_keeps_whether_serial_was_asked_for():
+    import pickle
+
+    for serial, given in ((None, False), (True, True), (False, True)):
+        spec = pickle.loads(pickle.dumps(morello.matmul(8, 8, 8, serial=serial)))
+        assert spec.serial_given is given
+        assert spec.for_threads(2).serial_only is (serial is True)
+
+
 def _task_cpu_ticks() -> dict[int, int]:
     """CPU time (user + system, clock ticks) of each thread of this process."""
     out = {}
