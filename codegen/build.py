@@ -84,9 +84,11 @@ class CompiledProgram:
     def __init__(self, path: Path, operand_shapes, dtypes, n_inputs: int,
                  names: tuple[str, ...] | None = None, orders=None) -> None:
         self.path = path
-        # Per input, the order of its dims in memory (None: row-major): a column-major
-        # operand is passed as the array of its transpose (``a.transpose(order)``).
+        # Per operand (the output last, if given), the order of its dims in memory (None:
+        # row-major): such an operand is passed as the array of its transpose
+        # (``a.transpose(order)``); such an output is returned as a view in logical order.
         self.orders = list(orders) if orders else [None] * n_inputs
+        self.out_order = self.orders[n_inputs] if len(self.orders) > n_inputs else None
         self.lib = ctypes.CDLL(str(path))
         self.shapes = [tuple(s) for s in operand_shapes]
         self.dtypes = [np.dtype(d) for d in dtypes]
@@ -138,15 +140,27 @@ class CompiledProgram:
             arrs.append(a)
         oshape = self.shapes[-1]
         o = len(self.shapes) - 1
+        order = self.out_order
         if out is None:
             squeeze = (arrs[0].ndim == len(oshape) - 1) if arrs else False
-            out = np.empty(oshape[1:] if squeeze else oshape, self.dtypes[-1])
+            shape = oshape[1:] if squeeze else oshape
+            if order is None:
+                out = np.empty(shape, self.dtypes[-1])
+            else:
+                order = _drop_batch(order) if squeeze else order
+                out = np.empty(tuple(shape[d] for d in order),
+                               self.dtypes[-1]).transpose(np.argsort(order))
         else:
             if not isinstance(out, np.ndarray):
                 raise ValueError(f"out must be a numpy array, got {type(out).__name__}")
             self._check(o, out)
-            if not (out.flags.c_contiguous and out.flags.aligned):
-                raise ValueError("out must be C-contiguous and aligned")
+            mem = out
+            if order is not None:
+                mem = out.transpose(_drop_batch(order) if out.ndim < len(order) else order)
+            if not (mem.flags.c_contiguous and mem.flags.aligned):
+                raise ValueError("out must be C-contiguous and aligned" if order is None else
+                                 f"out must be contiguous and aligned in the order {order}"
+                                 " of its dims (channels-last)")
             if not out.flags.writeable:
                 raise ValueError("out must be writeable")
         # The kernel reads inputs while it writes out: an overlapping input is copied
@@ -155,7 +169,7 @@ class CompiledProgram:
             order = self.orders[i] if i < len(self.orders) else None
             if order is not None:
                 if a.ndim < len(order):  # the batch of 1 left out
-                    order = tuple(d - 1 for d in order if d != 0)
+                    order = _drop_batch(order)
                 a = arrs[i] = a.transpose(order)
             if not (a.flags.c_contiguous and a.flags.aligned) \
                     or np.may_share_memory(a, out):
@@ -178,6 +192,11 @@ class CompiledProgram:
         if secs < 0:
             raise MemoryError("the kernel could not allocate its buffers")
         return secs
+
+
+def _drop_batch(order: tuple[int, ...]) -> tuple[int, ...]:
+    """A memory order without its leading batch dim (an array given without it)."""
+    return tuple(d - 1 for d in order if d != 0)
 
 
 def _has_buffer(a) -> bool:

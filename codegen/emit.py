@@ -24,7 +24,7 @@ from morello.impl import Impl
 from morello.kernels import KernelTable, table_for
 from morello.layouts import Layout
 from morello.memory import Level, Target
-from morello.nodes import NEW, NEW2, Block, KernelCall, Loop
+from morello.nodes import NEW, NEW2, Block, KernelCall, Loop, Nest, NestStep
 from morello.specs import PrimKind, Spec
 from morello.tensorspec import TensorSpec
 
@@ -74,6 +74,10 @@ class Buffer:
     name: str
     tensor: TensorSpec  # the whole buffer's TensorSpec (its shape and layout)
     registers: bool
+    # A strided view (``nodes.View.strides``): element x at ``base + sum(x[d] *
+    # strides[d])`` of the C array ``name``, whatever ``tensor``'s layout says.
+    strides: tuple[int, ...] | None = None
+    base: Affine = field(default_factory=Affine)
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,11 @@ class OperandView:
 
     def _offset(self) -> Offset:
         b = self.ref.buffer
+        if b.strides is not None:
+            total = b.base
+            for x, st in zip(self.ref.origin, b.strides):
+                total = total + x.scaled(st)
+            return total
         return index_expr(b.tensor.layout, b.tensor.shape, self.ref.origin)
 
     def lval(self) -> str:
@@ -189,6 +198,8 @@ class _Emitter:
             self._loop(impl, node, refs)
         elif isinstance(node, Block):
             self._block(impl, node, refs)
+        elif isinstance(node, Nest):
+            self._nest(impl, node, refs)
         elif isinstance(node, KernelCall):
             ops = [OperandView(r, t) for r, t in zip(refs, impl.spec.operands)]
             if self.dram:
@@ -376,6 +387,57 @@ class _Emitter:
         for child, args in zip(impl.children, node.steps):
             self.emit(child, tuple(ref(a) for a in args))
         if heap:
+            self.w.close()
+
+    def _nest(self, impl: Impl, node: Nest, refs: tuple[Ref, ...]) -> None:
+        bufs = [self._declare(t) for t in node.allocs]
+        heap = [b.name for b in bufs if not b.registers]
+        if heap:
+            self.w.open(f"if ({' || '.join(f'{n} == NULL' for n in heap)}) {{")
+            self.w.line("__atomic_store_n(&morello_status, MORELLO_ENOMEM, __ATOMIC_RELAXED);")
+            self.w.reopen("} else {")
+        for child, step in zip(impl.children, node.steps):
+            self._nest_step(child, step, refs, bufs)
+        if heap:
+            self.w.close()
+
+    def _nest_step(self, child: Impl, step: NestStep, refs: tuple[Ref, ...],
+                   bufs: list[Buffer]) -> None:
+        loop_vars: list[Affine] = []
+        opened = 0
+        for j, extent in enumerate(step.loops):
+            if extent == 1:
+                loop_vars.append(Affine())
+                continue
+            v = Var(self.names.fresh("i"), extent)
+            if j == 0 and step.parallel:
+                self.uses_omp = True
+                self.w.line(f"#pragma omp parallel for schedule(static) "
+                            f"num_threads({self.threads})")
+            self.w.open(self._for(v))
+            opened += 1
+            loop_vars.append(Affine.var(v, 1))
+        args = []
+        for view, t in zip(step.operands, child.spec.operands):
+            src = refs[view.source] if view.source >= 0 else Ref(
+                bufs[-1 - view.source], (Affine(),) * len(bufs[-1 - view.source].tensor.shape))
+            origin = src.origin
+            if view.at is not None:
+                origin = tuple(o + sum((loop_vars[lp].scaled(k) for lp, k in terms), Affine())
+                               + const for o, (const, terms) in zip(origin, view.at))
+            if view.strides is None:
+                args.append(Ref(src.buffer, origin))
+                continue
+            buf = src.buffer
+            assert buf.strides is None and not buf.registers and not buf.tensor.layout.is_packed
+            base = index_expr(buf.tensor.layout, buf.tensor.shape, origin)
+            assert isinstance(base, Affine)
+            args.append(Ref(Buffer(buf.name, t, False, view.strides, base),
+                            (Affine(),) * len(t.shape)))
+        self.emit(child, tuple(args))
+        if step.parallel:
+            self.fence()
+        for _ in range(opened):
             self.w.close()
 
     def _declare(self, new: TensorSpec) -> Buffer:

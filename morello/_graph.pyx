@@ -60,9 +60,6 @@ cdef class SpecGraph:
         if len(register_levels) > HARD_MAX_LEVELS:
             raise ValueError(f"{len(register_levels)} memory levels exceed the core's "
                              f"limit {HARD_MAX_LEVELS} (HARD_MAX_LEVELS)")
-        if 1 + max_rank + 4 * max_operands + 1 + len(register_levels) > HARD_MAX_POINT:
-            raise ValueError(f"points of rank {max_rank} with {max_operands} operands "
-                             f"exceed {HARD_MAX_POINT} coordinates (HARD_MAX_POINT)")
         self.max_rank = max_rank
         self.max_operands = max_operands
         self.max_kernels = max_kernels
@@ -142,6 +139,11 @@ cdef class SpecGraph:
             raise ValueError(f"a form of rank {rank} exceeds max_rank {MR}")
         if nops > MO:
             raise ValueError(f"a form with {nops} operands exceeds max_operands {MO}")
+        # A point's coordinates: a form's own (the widest rank and the most operands need
+        # not meet in one form: conv's rank 7 has 3 operands, a chain's 5 have rank 5).
+        if 1 + rank + 4 * nops + 1 + self.n_levels > HARD_MAX_POINT:
+            raise ValueError(f"points of rank {rank} with {nops} operands "
+                             f"exceed {HARD_MAX_POINT} coordinates (HARD_MAX_POINT)")
         if len(kernels) > MK:
             raise ValueError(f"a kind with {len(kernels)} kernels exceeds max_kernels {MK}")
         if len(outdims) > MR or len(splits) > MR or len(moves) != nops or not 0 <= out < nops:

@@ -331,6 +331,54 @@ def attention(seq: int, dim: int, *, kv_seq: int | None = None, k_layout: str = 
                  matmul(seq, kv, dim, dtype=dtype, serial=serial, target=target))
 
 
+CONV_LAYOUTS = ("nchw", "nhwc")
+
+
+def conv_output(h: int, w: int, kh: int, kw: int, stride: int, pad: int) -> tuple[int, int]:
+    """The output's height and width of a conv (torch's ``conv2d``), or SpecError."""
+    for name, v in (("stride", stride), ("pad", pad)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise SpecError(f"{name} must be an integer, got {_short_repr(v)}")
+    if stride < 1:
+        raise SpecError(f"stride must be >= 1, got {stride}")
+    if pad < 0:
+        raise SpecError(f"pad must be >= 0, got {pad}")
+    if kh > h + 2 * pad or kw > w + 2 * pad:
+        raise SpecError(f"a {kh}x{kw} kernel is larger than the {h + 2 * pad}x{w + 2 * pad} "
+                        f"padded input: no output")
+    if pad >= max(kh, kw) and pad > 0:
+        raise SpecError(f"pad {pad} must be below the kernel size {kh}x{kw} (a window of "
+                        "padding only)")
+    return (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
+
+
+def conv2d(n: int, c: int, h: int, w: int, f: int, kh: int, kw: int, *, stride: int = 1,
+           pad: int = 0, dtype: str | Dtype = "f32", layout: str = "nchw",
+           serial: bool | None = None, target: str | Target = "avx2") -> Spec:
+    """The Spec of torch's ``conv2d(x, weight, stride=stride, padding=pad)`` (no bias):
+    ``x`` is ``n×c×h×w``, ``weight`` is ``f×c×kh×kw``, the output ``n×f×oh×ow``.
+
+    ``layout="nhwc"`` keeps the image and the output channels-last in memory (torch's
+    ``channels_last``; the callable takes and returns such arrays without a copy) and the
+    weights as ``kh×kw×c×f`` (HWIO); the default is NCHW and OIHW, as torch's defaults.
+    ``serial`` as for ``matmul``."""
+    n, c, h, w, f, kh, kw = (_size(nm, v) for nm, v in zip(
+        ("n", "c", "h", "w", "f", "kh", "kw"), (n, c, h, w, f, kh, kw)))
+    oh, ow = conv_output(h, w, kh, kw, stride, pad)
+    if layout not in CONV_LAYOUTS:
+        raise SpecError(f"layout must be one of {', '.join(CONV_LAYOUTS)}, got "
+                        f"{_short_repr(layout)}")
+    params = (int(stride), int(pad), (h + 2 * pad - kh) % stride, (w + 2 * pad - kw) % stride)
+    spec = _spec(PrimKind.CONV, (n, f, c, oh, ow, kh, kw), params, dtype, serial, target)
+    if layout == "nhwc":
+        from morello.rewrites.conv import HWIO, NHWC
+        for i, lay in ((0, NHWC), (1, HWIO), (2, NHWC)):
+            t = spec.operands[i]
+            spec = spec.with_operand(i, fresh(t.shape, t.dtype, t.level, lay))
+        spec = spec.canonical()
+    return spec
+
+
 # The operations of the command line: name -> (kind, constructor).
 OPERATIONS = {
     "matmul": (PrimKind.MATMUL, matmul), "add": (PrimKind.ADD, add),
@@ -469,9 +517,12 @@ class Program:
         of the tree (an upper bound of what is live at once)."""
         total = 0
         for node in self.impl.walk():
-            alloc = getattr(node.action.apply(node.spec, self.target), "alloc", None)
-            if alloc is not None and not alloc.level.counts_registers:
-                total += alloc.bytes
+            applied = node.action.apply(node.spec, self.target)
+            allocs = getattr(applied, "allocs", None) or (
+                getattr(applied, "alloc", None), getattr(applied, "alloc2", None))
+            for alloc in allocs:
+                if alloc is not None and not alloc.level.counts_registers:
+                    total += alloc.bytes
         return total
 
     def too_large_to_run(self) -> str | None:
@@ -509,7 +560,7 @@ class Program:
                                "the last operand can be called")
         return CompiledProgram(path, [o.shape for o in ops], [o.dtype.np for o in ops],
                                len(ops) - 1, self.spec.kind.info.operands,
-                               [_memory_order(o, self.spec) for o in ops[:-1]])
+                               [_memory_order(o, self.spec) for o in ops])
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
         """Inputs, one per operand before the output (``random_array``)."""

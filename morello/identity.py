@@ -86,8 +86,8 @@ def compute_actions_fingerprint(target: Target) -> str:
     """
     from morello import compose, coords
     from morello.kernels import table_for
-    from morello.kinds import FILL_VALUES, KINDS
-    from morello.rewrites import bufferize, decompose
+    from morello.kinds import KINDS, param_samples
+    from morello.rewrites import bufferize, conv, decompose
     from morello.rewrites.move import LAYOUT_SCHEME
     from morello.rewrites.tile import tile_size_table
     kinds = []
@@ -95,7 +95,7 @@ def compute_actions_fingerprint(target: Target) -> str:
         lo, hi = info.ranks
         maps = []
         for rank in range(lo, hi + 1):
-            choices = [range(rank) if n == "dim" else FILL_VALUES for n in info.params]
+            choices = [param_samples(n, rank) for n in info.params]
             for params in _product(choices):
                 maps.append([rank, [repr(p) for p in params],
                              info.operand_map(rank, params)])
@@ -104,7 +104,7 @@ def compute_actions_fingerprint(target: Target) -> str:
                       info.accum.name if info.accum else None,
                       None if info.init is None else repr(info.init), info.accumulates,
                       info.staging, info.vrf_operands, info.l2_views, info.l2_panels, info.row_dim,
-                      info.grouped_rows, info.scan, maps])
+                      info.grouped_rows, info.scan, info.lowered, maps])
     ident = {
         "kinds": kinds,
         "kernels": table_for(target).identity(),
@@ -124,6 +124,7 @@ def compute_actions_fingerprint(target: Target) -> str:
         "coords": coords.SCHEME,
         "decompositions": decompose.identity(),
         "bufferize": bufferize.identity(),
+        "conv": conv.identity(),
         "chains": [compose.MAX_CHAIN_RANK, compose.MAX_CHAIN_OPERANDS, compose.FAMILY_PREFIX],
     }
     text = json.dumps(ident, sort_keys=True, default=str)

@@ -67,8 +67,8 @@ if TYPE_CHECKING:
     from morello.compose import Chain
 
 # An operand dim: the Spec dims whose sizes it sums, plus a constant. ``((2,), 0)`` is
-# Spec dim 2 itself; ``((), 1)`` a kept dim of extent 1; conv's input rows would be
-# ``((h, fh), -1)``.
+# Spec dim 2 itself; ``((), 1)`` a kept dim of extent 1; a Spec dim named twice counts
+# twice: a conv's input rows at stride 2 are ``((oh, oh, fh), -2 - 2 * pad)``.
 OperandDim = tuple[tuple[int, ...], int]
 OperandMap = tuple[tuple[OperandDim, ...], ...]  # per operand, per operand dim
 
@@ -111,6 +111,8 @@ class PrimKind(enum.IntEnum):
     DIV_REDUCED_INTO = 26
     FMAX = 27
     FMAX_ACCUM = 28
+    CONV = 29
+    CONV_ACCUM = 30
 
     @property
     def info(self) -> KindInfo:
@@ -139,6 +141,8 @@ class KindInfo:
     - ``row_dim``: the output dim that also takes the target's row-only tile sizes.
     - ``scan``: the Spec dim ``params[0]`` may not be tiled (the output along it depends
       on all of it); such kinds are expanded by the Python rewrites, not the native core.
+    - ``lowered``: implemented only by its lowerings (``morello.rewrites.conv``), no
+      tiles, moves or kernels of its own.
     - ``widens``: inputs of narrow dtypes are widened by the Moves that copy them
       (``rewrites.move.WIDEN_TO``); False for kinds whose kernels take them narrow.
     - ``grouped_rows``: operands that may be copied with their rows grouped, in pairs
@@ -173,6 +177,7 @@ class KindInfo:
     scan: bool = False
     computes: tuple[Dtype, ...] = (Dtype.F32,)
     widens: bool = True
+    lowered: bool = False
     doc: str = ""
 
     @property
@@ -195,6 +200,13 @@ class KindInfo:
                 return f"{self.title}: dim must be an integer in [0, {rank}), got {v!r}"
             if name == "value" and v not in FILL_VALUES:
                 return f"{self.title}: value must be one of {FILL_VALUES}, got {v!r}"
+            if name in ("stride", "pad", "hrem", "wrem") and (
+                    isinstance(v, bool) or not isinstance(v, int)
+                    or v < (1 if name == "stride" else 0)):
+                return (f"{self.title}: {name} must be an integer >= "
+                        f"{1 if name == 'stride' else 0}, got {v!r}")
+            if name in ("hrem", "wrem") and not v < params[0]:
+                return f"{self.title}: {name} must be below the stride, got {v!r}"
         lo, hi = self.ranks
         if not lo <= rank <= hi:
             return f"{self.title} needs rank {lo}..{hi}, got {rank}"
@@ -202,6 +214,17 @@ class KindInfo:
 
 
 FILL_VALUES = (0.0, -math.inf)
+
+
+def param_samples(name: str, rank: int) -> tuple:
+    """Values of parameter ``name`` that stand for all of them in the model's identity
+    (``identity.compute_actions_fingerprint``): every dim, every fill value, and strides and
+    pads enough to show how they enter the operand maps."""
+    if name == "dim":
+        return tuple(range(rank))
+    if name == "value":
+        return FILL_VALUES
+    return {"stride": (1, 2, 3), "pad": (0, 1, 2), "hrem": (0, 1), "wrem": (0, 1)}[name]
 ANY_DTYPE = tuple(Dtype)
 
 
@@ -233,6 +256,27 @@ def _same(n_ops: int) -> Callable[[int, Params], OperandMap]:
 def _matmul_map(rank: int, params: Params) -> OperandMap:
     b, m, k, n = (((d,), 0) for d in range(4))
     return ((b, m, k), (b, k, n), (b, m, n))
+
+
+# Conv's Spec dims: [b, f, c, oh, ow, fh, fw] (outputs, then the reductions c, fh, fw).
+# Its params: stride, the zero padding before and after each spatial dim, and per spatial
+# dim the rows (columns) the windows leave over at the end (``(h + 2 pad - fh) % stride``,
+# as torch's conv2d takes them): the padding after is ``pad`` less these, and where they
+# exceed ``pad`` the image's last rows are not read.
+CONV_DIMS = ("b", "f", "c", "oh", "ow", "fh", "fw")
+
+
+def _conv_map(rank: int, params: Params) -> OperandMap:
+    """image [b, c, h, w], filters [f, c, fh, fw], out [b, f, oh, ow]; the image is the
+    unpadded input: h = stride * (oh - 1) + fh - 2 * pad + hrem."""
+    stride, pad, hrem, wrem = params
+    b, f, c, oh, ow, fh, fw = range(7)
+
+    def rows(o: int, k: int, rem: int) -> OperandDim:
+        return ((o,) * stride + (k,), -stride - 2 * pad + rem)
+    return ((((b,), 0), ((c,), 0), rows(oh, fh, hrem), rows(ow, fw, wrem)),
+            (((f,), 0), ((c,), 0), ((fh,), 0), ((fw,), 0)),
+            (((b,), 0), ((f,), 0), ((oh,), 0), ((ow,), 0)))
 
 
 def _keep_one(dim: int, rank: int) -> tuple[OperandDim, ...]:
@@ -413,6 +457,26 @@ def _fmax_accum_ref(params, ins, out):
     return np.fmax(out, part, out=out)
 
 
+def conv2d_numpy(x: np.ndarray, w: np.ndarray, stride: int, pad: int) -> np.ndarray:
+    """torch's ``conv2d`` (NCHW, OIHW, no bias) in numpy: windows of the zero-padded
+    input contracted with the filters."""
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    fh, fw = w.shape[2:]
+    win = np.lib.stride_tricks.sliding_window_view(xp, (fh, fw), axis=(2, 3))
+    win = win[:, :, ::stride, ::stride]  # [b, c, oh, ow, fh, fw]
+    return np.einsum("bchwij,fcij->bfhw", win, w, optimize=True)
+
+
+def _conv_ref(params, ins, out):
+    np.copyto(out, conv2d_numpy(_widened(out, ins[0]), _widened(out, ins[1]), *params[:2]))
+    return out
+
+
+def _conv_accum_ref(params, ins, out):
+    out += conv2d_numpy(_widened(out, ins[0]), _widened(out, ins[1]), *params[:2])
+    return out
+
+
 def _copy_ref(params, ins, out):
     np.copyto(out, _widened(out, ins[0]))  # numpy broadcasting repeats a kept dim of extent 1
     return out
@@ -564,6 +628,16 @@ KINDS: dict[PrimKind, KindInfo] = {
         "DivReducedInto", ("dim",), ("denom", "src", "dst"), (0, 1), (2,), (1, MAX_RANK),
         _div_into_map, "DivReducedInto", None, _div_reduced_into_ref,
         flops_per_point=1, doc="dst = src / denom (denom reduced along dim)"),
+    # Lowered onto matmuls over rows of output pixels (``morello.rewrites.conv``).
+    PrimKind.CONV: KindInfo(
+        "Conv", ("stride", "pad", "hrem", "wrem"), ("image", "filters", "out"), (0, 1), (2,), (7, 7),
+        _conv_map, "Conv", 1, _conv_ref, flops_per_point=2, accum=PrimKind.CONV_ACCUM,
+        init=0.0, lowered=True,
+        doc="out = conv2d(image, filters) (NCHW, OIHW; stride, zero padding)"),
+    PrimKind.CONV_ACCUM: KindInfo(
+        "ConvAccum", ("stride", "pad", "hrem", "wrem"), ("image", "filters", "out"), (0, 1, 2), (2,), (7, 7),
+        _conv_map, "Conv", 0, _conv_accum_ref, flops_per_point=2, accumulates=True,
+        lowered=True, doc="out += conv2d(image, filters)"),
 }
 
 BY_TITLE = {info.title: kind for kind, info in KINDS.items()}

@@ -13,6 +13,11 @@ Compose) adds a rewrite and no emitter branch. A node's children are the Impl's 
   declares for the block (a TensorSpec; None when the block allocates nothing), or
   ``NEW2``, a second one (``alloc2``).
 - ``KernelCall(kernel)``: the target kernel of that name implements the Spec.
+- ``Nest(allocs, steps)``: declare the buffers ``allocs``, then run each child inside its
+  own loop nest, its operands given as ``View`` s of this Spec's operands or of those
+  buffers: a tile at an origin affine in the nest's loop indices, or a strided view (a
+  child dim may step through memory by other than its extent: a conv's sliding windows
+  seen as a matmul's rows).
 """
 from __future__ import annotations
 
@@ -43,4 +48,37 @@ class KernelCall:
     kernel: str
 
 
-Node = Loop | Block | KernelCall
+# An origin coordinate in a Nest step: a constant plus ``(loop, coefficient)`` terms.
+NestCoord = tuple[int, tuple[tuple[int, int], ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """A child operand in a ``Nest``: ``source`` is an operand of the Spec (>= 0) or the
+    Nest's buffer ``-1 - source``; ``at`` its origin, per source dim; with ``strides``, the
+    child's element ``x`` is the source's element at memory offset ``offset(at) +
+    sum(x[d] * strides[d])`` (the source unpacked), else it is the tile of the source at
+    ``at``."""
+
+    source: int
+    at: tuple[NestCoord, ...] | None = None  # None: the origin
+    strides: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NestStep:
+    """One child of a Nest: the extents of its loops (outermost first; ``parallel``: the
+    outermost loop runs across threads) and its operands."""
+
+    loops: tuple[int, ...]
+    operands: tuple[View, ...]
+    parallel: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Nest:
+    allocs: tuple[TensorSpec, ...]
+    steps: tuple[NestStep, ...]
+
+
+Node = Loop | Block | KernelCall | Nest

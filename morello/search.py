@@ -29,7 +29,7 @@ from morello.cost import RAMP_BYTES, SWEEP_BYTES, Cost, run_bytes
 from morello.dtypes import Dtype
 from morello.errors import MorelloError, SpecError
 from morello.kernels import table_for
-from morello.kinds import KINDS, MAX_RANK, PrimKind, output_dims, reduction_dims
+from morello.kinds import KINDS, PrimKind, output_dims, reduction_dims
 from morello.memory import LEVELS, Level, MemoryLimits, Target
 from morello.rewrites import actions
 from morello.rewrites.decompose import DECOMPOSITIONS
@@ -107,7 +107,7 @@ class Engine:
         self._last = 0.0
         self.native = native
         max_kernels = max(len(self.kernels.for_kind(k)) for k in PrimKind)
-        self.graph = SpecGraph(max(MAX_RANK, MAX_CHAIN_RANK),
+        self.graph = SpecGraph(max(MAX_CHAIN_RANK, *(i.ranks[1] for i in KINDS.values())),
                                max(MAX_CHAIN_OPERANDS, *(i.n_operands for i in KINDS.values())),
                                max_kernels, [lvl.counts_registers for lvl in LEVELS],
                                self._table_of)

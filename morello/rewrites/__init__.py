@@ -16,16 +16,17 @@ from morello.memory import Target
 from morello.rewrites.accum import ToAccum
 from morello.rewrites.base import Expansion, RewriteError
 from morello.rewrites.bufferize import Bufferize, bufferize_actions
+from morello.rewrites.conv import ConvLower, conv_actions
 from morello.rewrites.decompose import Decompose, decompose_actions
 from morello.rewrites.move import Move, operand_moves
 from morello.rewrites.select import Select, select_actions
 from morello.rewrites.tile import Split, TileOut, split_actions, tile_actions
 from morello.specs import Spec
 
-Action = TileOut | Split | Move | ToAccum | Select | Decompose | Bufferize
+Action = TileOut | Split | Move | ToAccum | Select | Decompose | Bufferize | ConvLower
 
 __all__ = [
-    "Action", "Bufferize", "Decompose", "Expansion", "Move", "RewriteError", "Select",
+    "Action", "Bufferize", "ConvLower", "Decompose", "Expansion", "Move", "RewriteError", "Select",
     "Split", "TileOut", "ToAccum", "action_groups", "action_in_group", "actions",
     "group_makers",
 ]
@@ -42,9 +43,12 @@ def actions(spec: Spec, target: Target) -> list[Action]:
 def group_makers(spec: Spec, target: Target) -> list:
     """The groups of ``actions(spec)`` in order, each as a function that makes it: the
     moves of each operand in turn, tiles, kernels, ToAccum, splits, decompositions,
-    bufferizations. An action's place in its group, ``(group, index)``, finds it by making
+    bufferizations; for a kind implemented only by its lowerings (``KindInfo.lowered``),
+    those alone. An action's place in its group, ``(group, index)``, finds it by making
     that group alone (``action_in_group``)."""
     kind = spec.kind
+    if kind.info.lowered:
+        return [functools.partial(conv_actions, spec, target)]
     makers: list = [functools.partial(operand_moves, kind, i, t, target)
                     for i, t in enumerate(spec.operands)]
     makers.append(functools.partial(tile_actions, spec, target))
