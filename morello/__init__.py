@@ -32,6 +32,7 @@ from morello.api import (  # noqa: E402 (after the check above)
     attention,
     broadcast,
     chain,
+    conv2d,
     fill,
     matmul,
     mul,
@@ -43,7 +44,7 @@ from morello.api import (  # noqa: E402 (after the check above)
 )
 from morello.errors import BuildError, DatabaseError, MorelloError, RewriteError, SpecError
 from morello.memory import Level
-from morello.rewrites import Bufferize, Move, Select, Split, TileOut, ToAccum
+from morello.rewrites import Bufferize, ConvLower, Move, Select, Split, TileOut, ToAccum
 from morello.schedule import schedule
 
 __all__ = [
@@ -61,11 +62,13 @@ __all__ = [
     "TileOut",
     "ToAccum",
     "Bufferize",
+    "ConvLower",
     "add",
     "add_bias",
     "attention",
     "broadcast",
     "chain",
+    "conv2d",
     "fill",
     "matmul",
     "mul",

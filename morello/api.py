@@ -386,6 +386,7 @@ OPERATIONS = {
     "fill": (PrimKind.FILL, fill), "broadcast": (PrimKind.BROADCAST, broadcast),
     "max": (PrimKind.MAX, reduce_max), "sum": (PrimKind.SUM, reduce_sum),
     "softmax": (PrimKind.SOFTMAX, softmax), "bias": (PrimKind.ADD_BROADCAST, add_bias),
+    "conv": (PrimKind.CONV, conv2d),
 }
 CONSTRUCTORS = {name: make for name, (_, make) in OPERATIONS.items()}
 

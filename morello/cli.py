@@ -24,6 +24,10 @@ operations (OP SIZES...):
   max|sum S1 [...] --dim D      dst = reduction of src along D (dst keeps D with size 1)
   softmax S1 [...] [--dim D]    dst = exp(src - max) / sum(exp(src - max)) along D
                                 (default: the last dim)
+  conv N C H W F KH KW [--stride S] [--pad P] [--layout nchw|nhwc]
+                                torch's conv2d(x, weight) without bias: x NxCxHxW, weight
+                                FxCxKHxKW, out NxFxOHxOW (NCHW; nhwc: channels-last x and
+                                out, weight KHxKWxCxF)
   attention SEQ DIM             softmax(Q @ Kt) @ V (Q, V SEQxDIM, Kt DIMxSEQ): a chain
   chain 'STEP | STEP ...'       steps run left to right, each reading the previous
                                 step's output. The first step is an operation as above
@@ -43,6 +47,7 @@ examples:
   morello bench max 512 1024 --dim 1     row maxima
   morello bench softmax 128 1024         row softmax (decomposed by the search)
   morello bench attention 128 64         the attention chain (fused by the search)
+  morello bench conv 1 64 56 56 64 3 3 --pad 1   a ResNet 3x3 layer, next to im2col+numpy
   morello run chain 'matmul 64 32 64 | relu'   a matmul with its relu fused
   morello bench matmul 1 2048 16384 --dtypes f32,bf16,f32   x @ W, bf16 weights W
   morello bench matmul 1 2048 16384 --dtypes f32,bf16,f32 --rhs-layout cm
@@ -90,7 +95,8 @@ def _add_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("op", choices=OPS, metavar="OP",
                    help=f"the operation: {', '.join(OPS)} (see `morello --help`)")
     p.add_argument("sizes", nargs="+", metavar="SIZE",
-                   help="matmul: M K N; attention: SEQ DIM; chain: its steps (see "
+                   help="matmul: M K N; conv: N C H W F KH KW; attention: SEQ DIM; "
+                        "chain: its steps (see "
                         "`morello --help`); the others: the tensor's 1 to 4 sizes")
     p.add_argument("--batch", type=_int, default=1, metavar="B",
                    help="matmul only: B independent matmuls (default 1)")
@@ -100,6 +106,14 @@ def _add_spec_args(p: argparse.ArgumentParser) -> None:
                         "(default: the last)")
     p.add_argument("--value", type=_float, default=0.0, metavar="V",
                    help="fill only: the value, 0 or -inf (write --value=-inf; default 0)")
+    p.add_argument("--stride", type=_int, default=1, metavar="S",
+                   help="conv only: the stride of both spatial dims (default 1)")
+    p.add_argument("--pad", type=_int, default=0, metavar="P",
+                   help="conv only: zero padding on each side of both spatial dims "
+                        "(default 0)")
+    p.add_argument("--layout", default="nchw", choices=("nchw", "nhwc"),
+                   help="conv only: NCHW image and output, OIHW weights (default, as "
+                        "torch), or nhwc: channels-last image and output, HWIO weights")
     p.add_argument("--dtype", default="f32",
                    help="element type of every operand: f32 (default), bf16, u8, s8, s16, "
                         "s32")
@@ -237,6 +251,16 @@ def _spec(args):
     kind, make = OPERATIONS[op]
     params = kind.info.params
     kw = dict(dtype=args.dtype, target=args.target, serial=args.threads == 1)
+    conv_flags = args.stride != 1 or args.pad != 0 or args.layout != "nchw"
+    if op == "conv":
+        if len(args.sizes) != 7:
+            raise MorelloError(f"conv takes seven sizes N C H W F KH KW, got {len(args.sizes)}")
+        if args.batch != 1 or args.dtypes is not None or args.rhs_layout != "rm" \
+                or args.saturate or args.dim is not None or args.value != 0.0:
+            raise MorelloError("conv takes --stride, --pad and --layout (the batch is N)")
+        return make(*args.sizes, stride=args.stride, pad=args.pad, layout=args.layout, **kw)
+    if conv_flags:
+        raise MorelloError("--stride, --pad and --layout are for conv only")
     if op == "matmul":
         if len(args.sizes) != 3:
             raise MorelloError(f"matmul takes three sizes M K N, got {len(args.sizes)}")
@@ -280,7 +304,8 @@ def _chain_spec(args):
     import morello
 
     for flag, default in (("batch", 1), ("dim", None), ("value", 0.0), ("dtypes", None),
-                          ("rhs_layout", "rm"), ("saturate", False)):
+                          ("rhs_layout", "rm"), ("saturate", False), ("stride", 1),
+                          ("pad", 0), ("layout", "nchw")):
         if getattr(args, flag) != default:
             raise MorelloError(f"--{flag} is not a parameter of {args.op}")
     kw = dict(dtype=args.dtype, target=args.target, serial=args.threads == 1)

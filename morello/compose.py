@@ -68,6 +68,8 @@ def chain_step_reason(kind: PrimKind) -> str | None:
         return f"{info.title} does not read inputs into one fresh output"
     if kind is PrimKind.MOVE:
         return "Move is not a chain step"
+    if info.lowered:
+        return f"{info.title} is not a chain step yet (its lowering takes whole operands)"
     return None
 
 

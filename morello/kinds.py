@@ -264,6 +264,7 @@ def _matmul_map(rank: int, params: Params) -> OperandMap:
 # as torch's conv2d takes them): the padding after is ``pad`` less these, and where they
 # exceed ``pad`` the image's last rows are not read.
 CONV_DIMS = ("b", "f", "c", "oh", "ow", "fh", "fw")
+CONV_PARAMS = ("stride", "pad", "hrem", "wrem")
 
 
 def _conv_map(rank: int, params: Params) -> OperandMap:
@@ -630,12 +631,12 @@ KINDS: dict[PrimKind, KindInfo] = {
         flops_per_point=1, doc="dst = src / denom (denom reduced along dim)"),
     # Lowered onto matmuls over rows of output pixels (``morello.rewrites.conv``).
     PrimKind.CONV: KindInfo(
-        "Conv", ("stride", "pad", "hrem", "wrem"), ("image", "filters", "out"), (0, 1), (2,), (7, 7),
+        "Conv", CONV_PARAMS, ("image", "filters", "out"), (0, 1), (2,), (7, 7),
         _conv_map, "Conv", 1, _conv_ref, flops_per_point=2, accum=PrimKind.CONV_ACCUM,
         init=0.0, lowered=True,
         doc="out = conv2d(image, filters) (NCHW, OIHW; stride, zero padding)"),
     PrimKind.CONV_ACCUM: KindInfo(
-        "ConvAccum", ("stride", "pad", "hrem", "wrem"), ("image", "filters", "out"), (0, 1, 2), (2,), (7, 7),
+        "ConvAccum", CONV_PARAMS, ("image", "filters", "out"), (0, 1, 2), (2,), (7, 7),
         _conv_map, "Conv", 0, _conv_accum_ref, flops_per_point=2, accumulates=True,
         lowered=True, doc="out += conv2d(image, filters)"),
 }

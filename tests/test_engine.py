@@ -166,8 +166,13 @@ def test_records_beyond_the_capacities_are_refused_with_the_limit_named():
                    operand_dims=[[(0, 0)]], kernels=[(0, 0)] * 3)
     with pytest.raises(ValueError, match="HARD_MAX_RANK"):
         SpecGraph(17, 2, 1, [True])
+    # A point's size is checked per form: rank 7 with 3 operands fits, with 8 it does not.
+    wide = SpecGraph(16, 8, 1, [True] * 5)
+    form = dict(native=True, member=-1, reads=[], writes=[0], out=0, outdims=[],
+                row_dim=-1, accum=-1, fill=-1, splits=[], kernels=[])
+    wide.add_form(0, rank=7, moves=[0] * 3, operand_dims=[[(0, 0)]] * 3, **form)
     with pytest.raises(ValueError, match="HARD_MAX_POINT"):
-        SpecGraph(16, 8, 1, [True] * 5)
+        wide.add_form(1, rank=7, moves=[1] * 8, operand_dims=[[(0, 0)]] * 8, **form)
 
 
 def test_stored_pages_reproduce_results_in_a_new_engine(tmp_path):
