@@ -23,6 +23,7 @@ SPECS = {
     "softmax 5x19": lambda: morello.softmax(5, 19),
     "softmax 4x6 dim 0": lambda: morello.softmax(4, 6, dim=0),
     "bias 6x9": lambda: morello.add_bias(6, 9),
+    "conv 1x3x6x6 4x3x3 pad 1": lambda: morello.conv2d(1, 3, 6, 6, 4, 3, 3, pad=1),
     "chain relu(matmul 5x7x6)": lambda: morello.chain(morello.matmul(5, 7, 6),
                                                       morello.relu(5, 6)),
     "chain attention 9x5": lambda: morello.attention(9, 5),

@@ -60,6 +60,8 @@ SPECS = [
     ("sum 512x64 dim 1 parallel", lambda: morello.reduce_sum(512, 64, dim=1, serial=False),
      2),
     ("bias 13x21", lambda: morello.add_bias(13, 21), 1),
+    ("conv 2x3x7x6 5x3x3 pad 1", lambda: morello.conv2d(2, 3, 7, 6, 5, 3, 3, pad=1), 1),
+    ("conv 1x4x9x9 3x3x3 stride 2", lambda: morello.conv2d(1, 4, 9, 9, 3, 3, 3, stride=2), 1),
     ("bias 4x6x9 dim 2", lambda: morello.add_bias(4, 6, 9, dim=2), 1),
     ("chain attention 19x7", lambda: morello.attention(19, 7), 1),
     ("chain attention 16x8 with K", lambda: morello.attention(16, 8, k_layout="k"), 1),
