@@ -86,7 +86,7 @@ def _emit(job: tuple[str, str]) -> tuple[str, str, str]:
 
 
 def main() -> int:
-    from morello.memory import TARGETS
+    from morello import targets
 
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -94,7 +94,7 @@ def main() -> int:
     ap.add_argument("-j", type=int, default=1, help="worker processes")
     ap.add_argument("--only", default=None, help="entries whose name contains this")
     args = ap.parse_args()
-    jobs = [(t, n) for t in sorted(TARGETS) for n, _, _ in corpus(t)
+    jobs = [(t, n) for t in sorted(targets.all()) for n, _, _ in corpus(t)
             if args.only is None or args.only in n]
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.j) as pool:
