@@ -48,6 +48,18 @@ def rf_or_l1(t: TensorSpec) -> bool:
     return t.level in (Level.RF, Level.L1)
 
 
+def lane_count(t: TensorSpec) -> int:
+    """Lanes of each vector of a VRF tensor."""
+    assert t.vector_size is not None
+    return t.vector_size
+
+
+def vector_count(t: TensorSpec) -> int:
+    """Vectors of a VRF tensor."""
+    assert t.vector_size is not None
+    return t.volume // t.vector_size
+
+
 def io_cost(spec, target: Target) -> int:
     """``move_cost`` of every operand: what a kernel pays to touch its operands."""
     return sum(move_cost(o, target) for o in spec.operands)

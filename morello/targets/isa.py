@@ -23,20 +23,18 @@ class Isa:
     kernels: str                   # the module whose ``TABLE`` is the kernel table
     host_flags: tuple[str, ...]    # /proc/cpuinfo flags its code needs
     prelude: str = "prelude.c"     # the C partial (``codegen/partials``) every program includes
-    fence: str = "_mm_sfence();"   # completes the non-temporal stores before it
-    # Prefetch hints by the level the line is asked into.
-    hints: tuple[tuple[Level, str], ...] = ((Level.L1, "_MM_HINT_T0"),
-                                            (Level.L2, "_MM_HINT_T1"))
+
+    # The generic emitter's fence and prefetches, spelled as its vector types spell them.
+
+    @property
+    def fence(self) -> str:
+        return self.vector_types[0].fence
 
     def hint(self, level: Level) -> str:
-        """The prefetch hint that asks a line into ``level``."""
-        return dict(self.hints)[level]
+        return self.vector_types[0].hint(level)
 
     def prefetch(self, ptr: str, level: Level | str) -> str:
-        """The statement asking the line at ``ptr`` (a C pointer expression) into
-        ``level`` (or with the hint ``level`` names already)."""
-        hint = level if isinstance(level, str) else self.hint(level)
-        return f"_mm_prefetch((const char *){ptr}, {hint});"
+        return self.vector_types[0].prefetch(ptr, level)
 
     def vector(self, dtype, lanes: int) -> VecType:
         """Its vector type of ``lanes`` x ``dtype``; KeyError if it has none."""

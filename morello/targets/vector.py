@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from morello.dtypes import Dtype
+from morello.memory import Level
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +83,22 @@ class VecType:
     @property
     def zeros(self) -> str:
         return f"{self.zero}()"
+
+    # --- Past the caches and ahead of them (x86 spelling for every width) --------------
+
+    def prefetch(self, ptr: str, level: Level | str) -> str:
+        """The statement asking the line at ``ptr`` (a C pointer expression) into
+        ``level`` (or with the hint ``level`` names already, ``hint``)."""
+        h = level if isinstance(level, str) else self.hint(level)
+        return f"_mm_prefetch((const char *){ptr}, {h});"
+
+    @staticmethod
+    def hint(level: Level) -> str:
+        """The prefetch hint that asks a line into ``level`` (L1 or L2)."""
+        return {Level.L1: "_MM_HINT_T0", Level.L2: "_MM_HINT_T1"}[level]
+
+    # Completes the non-temporal stores before it (``Kernel.nontemporal``).
+    fence: ClassVar[str] = "_mm_sfence();"
 
     def stream_store(self, ptr: str, value: str) -> str:
         """The statement storing ``value`` at ``ptr`` past the caches (aligned)."""
