@@ -6,7 +6,7 @@ The vector types are the target's (``morello.targets.avx2``).
 """
 from __future__ import annotations
 
-from morello.kernels import axpy, dots, int8, moves, nontemporal, stream, tiles
+from morello.kernels import axpy, dots, int8, moves, nontemporal, softmax, stream, tiles
 from morello.kernels.base import Kernel, KernelTable
 from morello.targets.avx2 import VECTOR_TYPES, YMM
 
@@ -21,6 +21,7 @@ KERNELS: tuple[Kernel, ...] = (
     *nontemporal.ROWS,
     # The memory-bound kinds (elementwise, broadcast, reductions, softmax family).
     *stream.rows(YMM),
+    *softmax.rows(YMM),
 )
 
 TABLE = KernelTable("avx2", KERNELS, VECTOR_TYPES)

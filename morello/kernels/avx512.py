@@ -12,7 +12,7 @@ code). Exact u8 x s8 -> s32 matmuls multiply four bytes at a time into s32 (vpdp
 from __future__ import annotations
 
 from morello.dtypes import Dtype
-from morello.kernels import avx2, axpy, dots, stream
+from morello.kernels import avx2, axpy, dots, softmax, stream
 from morello.kernels.base import MEM, VRF, Kernel, KernelTable, Reason
 from morello.kernels.int8 import quad_loop_emit, quad_tile_check, quad_tile_cost
 from morello.memory import Target
@@ -42,6 +42,7 @@ DPBUSD = Kernel(
     "products summed into each s32, wrapping as numpy's int32 does)", unit_dims=(0,),
     needs_vrf=True, levels=(MEM, MEM, VRF), dtypes=((Dtype.U8,), (Dtype.S8,), (Dtype.S32,)))
 
-TABLE = KernelTable("avx512", (*avx2.KERNELS, *stream.rows(ZMM), *dots.wide_rows(ZMM),
+TABLE = KernelTable("avx512", (*avx2.KERNELS, *stream.rows(ZMM), *softmax.rows(ZMM),
+                               *dots.wide_rows(ZMM),
                                *axpy.rows(ZMM, vrf_regs=8), DPBUSD), VECTOR_TYPES)
 BY_NAME = TABLE.by_name

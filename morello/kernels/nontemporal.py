@@ -9,7 +9,7 @@ from morello.cost import (
     run_bytes,
     run_cost,
 )
-from morello.kernels import stream
+from morello.kernels import softmax, stream
 from morello.kernels.base import (
     F32,
     L1,
@@ -130,7 +130,7 @@ def _div_stream_check(spec: Spec, target: Target) -> Reason:
         return "only for problems in DRAM (Target.in_dram): in cache it is slower"
     if spec.operands[2].level is not Level.GL:
         return "stores dst in main memory"
-    return stream.div_into_check(spec, target)
+    return softmax.div_into_check(spec, target)
 
 
 def _div_stream_emit(w, spec, ops, vt) -> None:
