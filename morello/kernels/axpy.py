@@ -105,8 +105,8 @@ def axpy_emit(w, spec, ops, vt: VecType) -> None:
             _widen_fma_row(w, rhs, nb, vt)
         # Unpacking puts even and odd columns side by side per 128-bit lane, so each half
         # of the block's columns is a lane permute of the two unpacked vectors.
-        for line in vt.interleave_setup():
-            w.line(line)
+        for decl in vt.interleave_setup():
+            w.line(decl)
         for j in range(nb):
             w.line(f"const {vt.c_type} l{j} = {vt.op('unpacklo')}(e{j}, o{j}), "
                    f"h{j} = {vt.op('unpackhi')}(e{j}, o{j});")
