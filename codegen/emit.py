@@ -89,7 +89,7 @@ class Ref:
 
 
 class OperandView:
-    """What a kernel emitter sees of one operand (see ``morello.kernels.avx2``)."""
+    """What a kernel emitter sees of one operand (see ``morello.kernels.base``)."""
 
     def __init__(self, ref: Ref, spec: TensorSpec) -> None:
         self.ref = ref
