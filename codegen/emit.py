@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, field
 from importlib import resources
 
+from morello import targets
 from morello.codegen.affine import Affine, Var
 from morello.codegen.writer import Namer, Writer
 from morello.errors import MorelloError
@@ -92,7 +93,7 @@ class Ref:
 
 
 class OperandView:
-    """What a kernel emitter sees of one operand (see ``morello.kernels.avx2``)."""
+    """What a kernel emitter sees of one operand (see ``morello.kernels.base``)."""
 
     def __init__(self, ref: Ref, spec: TensorSpec) -> None:
         self.ref = ref
@@ -174,6 +175,7 @@ class _Emitter:
     def __init__(self, target: Target, threads: int = 1, dram: bool = False) -> None:
         self.target = target
         self.kernels: KernelTable = table_for(target)
+        self.isa = targets.isa(target.isa)  # how fences and prefetches are spelled
         self.threads = threads
         self.w = Writer()
         self.names = Namer()
@@ -189,7 +191,7 @@ class _Emitter:
     def fence(self) -> None:
         """Complete the non-temporal stores written since the last fence, if any."""
         if self.unfenced:
-            self.w.line("_mm_sfence();")
+            self.w.line(self.isa.fence)
             self.unfenced = False
 
     def emit(self, impl: Impl, refs: tuple[Ref, ...]) -> None:
@@ -278,7 +280,7 @@ class _Emitter:
         nxt = OperandView(refs[o].shifted(dims[o], Affine.var(var, size) + size), t)
         with self.w.block(f"if ({var.name} + 1 < {var.extent}) {{"):
             for c in lines:
-                self.w.line(f"_mm_prefetch((const char *){nxt.at(c).ptr(0)}, _MM_HINT_T0);")
+                self.w.line(self.isa.prefetch(nxt.at(c).ptr(0), Level.L1))
 
     def _stream_next(self, body: Impl, refs, dims, var: Var, size: int) -> int:
         """Ask for the next iteration's tile of each operand the body reads from main
@@ -317,7 +319,7 @@ class _Emitter:
             most = max(1, room // t.bytes) if self.dram else 1
             self.next_tiles.append(_NextTile(
                 r.buffer, var.name, var.extent, step, d, t.shape[d], most,
-                "_MM_HINT_T1" if self.dram else "_MM_HINT_T0"))
+                self.isa.hint(Level.L2 if self.dram else Level.L1)))
             pushed += 1
         return pushed
 
@@ -479,7 +481,7 @@ class _NextTile:
     dim: int  # the buffer's dim the loop walks
     size: int  # the tile's size along it
     most: int  # tiles on at most
-    hint: str  # _MM_HINT_T0 or _MM_HINT_T1
+    hint: str  # the ISA's prefetch hint (``Isa.hint``)
     passes: set = field(default_factory=set)  # the kinds of the kernels that read it
     done: bool = False
 
@@ -547,8 +549,8 @@ def emit_c(impl: Impl, target: Target | None = None, threads: int = 1,
     function is ``int NAME(...)``, the only external symbol (no timing harness; every
     helper is ``static``), and ``emit_header`` gives its declaration."""
     if target is None:
-        from morello.memory import AVX2
-        target = AVX2
+        from morello.targets import avx2
+        target = avx2.TARGET
     spec = impl.spec
     info = spec.kind.info
     # Whether the main-memory operands stream from DRAM, not the last-level cache: then
@@ -584,7 +586,7 @@ def emit_c(impl: Impl, target: Target | None = None, threads: int = 1,
                  "buffer could not be allocated. */")
         out.line("#ifndef MORELLO_PRELUDE_INCLUDED")
         out.line("#define MORELLO_PRELUDE_INCLUDED")
-        out.lines(partial("prelude.c"))
+        out.lines(partial(e.isa.prelude))
         out.line("#endif")
         if e.uses_omp:
             out.line("#include <omp.h>")
@@ -592,7 +594,7 @@ def emit_c(impl: Impl, target: Target | None = None, threads: int = 1,
         out.line(f"/* cost: {impl.cost.main} */")
         out.lines(body)
         return str(out)
-    out.lines(partial("prelude.c"))
+    out.lines(partial(e.isa.prelude))
     if e.uses_omp:
         out.line("#include <omp.h>")
     out.lines(partial("bench.c"))

@@ -548,7 +548,7 @@ class Program:
         """Build the C with the host compiler; return a callable ``fn(*inputs, out=None)``
         (inputs in operand order, e.g. ``fn(lhs, rhs)`` for a matmul)."""
         from morello.codegen import CompiledProgram, compile_c
-        from morello.memory import host_lacks
+        from morello.targets import host_lacks
 
         reason = host_lacks(self.target)
         if reason:

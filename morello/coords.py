@@ -41,8 +41,9 @@ import math
 from morello import compose
 from morello.dtypes import BY_NAME as DTYPES_BY_NAME
 from morello.layouts import Layout, PhysDim
-from morello.memory import AVX2, LEVELS, NLEVELS, Level, MemoryLimits, Target
+from morello.memory import LEVELS, NLEVELS, Level, MemoryLimits, Target
 from morello.specs import KINDS, PrimKind, Spec, operand_shapes
+from morello.targets.avx2 import TARGET as AVX2
 from morello.tensorspec import TensorSpec
 
 __all__ = [

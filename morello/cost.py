@@ -72,7 +72,7 @@ def sweep_saving(run: int, blocks: int, dtype: Dtype, target: Target) -> int:
     kernel prices its lines as one stream's, ``gl_line``): ``Target.sweep_line_saving``
     per line, for runs of ``SWEEP_BYTES`` or longer, of ``Target.sweep_dtypes``, and at
     most half the runs the prefetchers follow: the kernel that reads such rows,
-    WidenAxpyLoop, prefetches as many rows below (``kernels.avx2.axpy_emit``). f32
+    WidenAxpyLoop, prefetches as many rows below (``kernels.axpy.axpy_emit``). f32
     weights (no prefetch below) gain nothing from it, so they are not swept."""
     save = target.sweep_line_saving()
     if save <= 0 or dtype not in target.sweep_dtypes or run < SWEEP_BYTES \

@@ -138,7 +138,7 @@ def cannot_fit(target) -> str | None:
     ISA), or None."""
     from morello.codegen.build import find_compiler
     from morello.errors import BuildError
-    from morello.memory import host_lacks
+    from morello.targets import host_lacks
 
     if host_lacks(target) is not None:
         return f"this CPU does not run {target.isa}"

@@ -1,4 +1,6 @@
-"""Memory levels, targets and per-level memory limits.
+"""Memory levels, what a target is to the search, and per-level memory limits.
+
+The targets themselves are rows in ``morello.targets`` (one module per instruction set).
 
 Levels are ordered fastest first: RF (scalar registers) and VRF (vector registers) count
 registers; L1, L2 and GL count 64-byte cache lines. L1 and L2 are caches: data gets there
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from morello.costs import CostConstants
 from morello.dtypes import Dtype
@@ -65,18 +67,6 @@ DESTINATIONS = {
 }
 
 
-# Built in: one development host's calibration (its provenance: docs/model-notes.md).
-AVX2_COSTS = CostConstants(
-    l1_line=10, l2_line=17, gl_line=125, gl_line_parallel=138, gl_line_streams=108,
-    gl_run=404, gl_ramp=1130,
-    strided_factor=4,
-    fma=4, broadcast=5,
-    vector_move=9, scalar_op=1, hsum=172, parallel_setup=23_940, parallel_iter=12,
-    gl_prefetch=256,
-    llc_run=81,
-)
-
-
 # A matmul with fewer flops per byte of its main-memory operands reads them about once
 # per call (``Target.streams_from_dram``): a matrix-vector product has 1 to 2.
 STREAM_FLOPS_PER_BYTE = 8
@@ -97,7 +87,7 @@ class Target:
     prefetch_streams: int          # concurrent memory streams the prefetchers follow
     processors: int
     cflags: tuple[str, ...]
-    isa: str = "avx2"              # the kernel table and vector types (``morello.kernels``)
+    isa: str = "avx2"              # its instruction set (``morello.targets.isa``)
     byte_dots: bool = False        # u8 x s8 four at a time into s32, exactly (VNNI)
     l2_panel_cols: int = 0         # width of the ``l2_panels`` panels viewed in L2 (0: none)
     llc_bytes: int = 32 << 20      # the last-level cache (``in_dram``, ``in_llc``)
@@ -182,100 +172,27 @@ class Target:
         return MemoryLimits(self.capacity)
 
 
-AVX2 = Target(
-    name="avx2",
-    # 16 scalar and 16 vector registers; L1d is 32 KiB per core here (512 lines). L2 is
-    # 512 KiB; the model may fill half of it (4096 lines), as BLAS libraries size the block
-    # of A they keep there, leaving room for B panels and C. (With all of it, the
-    # search picked 512 KiB A blocks and 512^3 ran slower.)
-    capacity=(16, 16, 512, 4096, 1 << 25),
-    costs=AVX2_COSTS,
-    vector_bytes=(16, 32),
-    line_bytes=64,
-    l1_ways=8,
-    row_tile_sizes=(6,),
-    pack_sizes=(8, 16),
-    prefetch_streams=8,
-    processors=1,
-    cflags=("-mavx2", "-mfma"),
-    # bf16 weights: WidenAxpyLoop prefetches the rows below its sweep (``cost.sweep_saving``).
-    sweep_dtypes=(Dtype.BF16,),
-)
-
-# AVX-512 (F, BW, VL and VNNI: Ice Lake, Sapphire Rapids, Zen 4 and later; not
-# Skylake-SP): the same caches and costs per vector op, 32 vector registers of up to 64
-# bytes (``morello.kernels.avx512``). Emitted anywhere; run only where the host has it.
-AVX512 = Target(
-    name="avx512",
-    capacity=(16, 32, 512, 4096, 1 << 25),
-    costs=AVX2_COSTS,
-    vector_bytes=(16, 32, 64),
-    line_bytes=64,
-    l1_ways=8,
-    row_tile_sizes=(6, 12),
-    # Panels of up to 4 zmm vectors feed the 6x64 register tile (OuterProductLoopWide).
-    pack_sizes=(16, 32, 64),
-    # A Matmul's B panel of 64 columns (the 6x64 register tile's width) may be viewed in
-    # L2 (``KindInfo.l2_panels``): the whole k of a column panel of B stays there, reused
-    # by every row tile of A, and C tiles stay in registers over all of k (no packing,
-    # no C reloads).
-    l2_panel_cols=64,
-    prefetch_streams=8,
-    processors=1,
-    cflags=("-mavx2", "-mfma", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni"),
-    isa="avx512",
-    byte_dots=True,
-)
-
-TARGETS = {AVX2.name: AVX2, AVX512.name: AVX512}
-
-# The /proc/cpuinfo flags a target's code needs.
-HOST_FLAGS = {"avx2": ("avx2", "fma"),
-               "avx512": ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni")}
-
-
-def _host_flags() -> list[str] | None:
-    """The CPU flags /proc/cpuinfo lists, or None where it cannot be read."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((line.split(":", 1)[1].split() for line in f
-                         if line.startswith("flags")), None)
-    except OSError:
-        return None
-
-
-def native_name() -> str:
-    """The widest target this host runs (``--target native``): avx512 where /proc/cpuinfo
-    lists its flags, else avx2 (also where the flags cannot be read)."""
-    flags = _host_flags()
-    return AVX512.name if flags is not None and host_lacks(AVX512, flags) is None \
-        else AVX2.name
-
-
-def host_lacks(target: Target, flags: list[str] | None = None) -> str | None:
-    """Why this host (or a CPU with these ``flags``) cannot run ``target``'s code (the
-    CPU flags it lacks), or None; None too where /proc/cpuinfo cannot be read (the
-    compiler or the CPU will say)."""
-    if flags is None:
-        flags = _host_flags()
-    if flags is None:
-        return None
-    missing = [x for x in HOST_FLAGS.get(target.isa, ()) if x not in flags]
-    if not missing:
-        return None
-    return (f"this CPU cannot run {target.isa} code (no {', '.join(missing)} in "
-            "/proc/cpuinfo): emit it for another machine, or use --target avx2")
-
-
 def target_named(name: str) -> Target:
-    """The built-in target ``name`` (``"native"``: ``native_name()``); SpecError if none."""
-    from morello.errors import SpecError
+    """The built-in target ``name`` (``"native"``: the widest this host runs); SpecError
+    if none (``morello.targets.get``)."""
+    from morello import targets
 
-    try:
-        return TARGETS[native_name() if name == "native" else name]
-    except KeyError:
-        raise SpecError(f"unknown target {name!r}; known: {', '.join(TARGETS)}, native") \
-            from None
+    return targets.get(name)
+
+
+# Names whose rows moved to ``morello.targets``, for callers that still import them here.
+_MOVED = {"AVX2": lambda t: t.avx2.TARGET, "AVX512": lambda t: t.avx512.TARGET,
+          "TARGETS": lambda t: t.all(),
+          "HOST_FLAGS": lambda t: {x.isa: t.isa(x.isa).host_flags for x in t.all().values()},
+          "host_lacks": lambda t: t.host_lacks, "native_name": lambda t: t.native_name}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        from morello import targets
+
+        return _MOVED[name](targets)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def calibration_choice(name: str, calibration: str | None = None) -> str:

@@ -116,17 +116,17 @@ def test_unknown_target_is_refused(db):
 def test_the_native_target_is_the_widest_the_host_runs(db, monkeypatch):
     """``--target native``: avx512 where /proc/cpuinfo lists its flags, else avx2 (also
     where it cannot be read); the program says which it is for."""
-    from morello import memory
+    from morello import memory, targets
 
     avx2 = ["fpu", "avx2", "fma"]
     for flags, want in ((avx2, "avx2"), (avx2 + ["avx512f", "avx512bw", "avx512vl",
                                                  "avx512_vnni"], "avx512"), (None, "avx2")):
-        monkeypatch.setattr(memory, "_host_flags", lambda f=flags: f)
-        assert memory.native_name() == want
+        monkeypatch.setattr(targets, "host_flags", lambda f=flags: f)
+        assert targets.native_name() == want
         assert memory.parse_target("native").name == want
     monkeypatch.undo()
     native, named = (morello("emit", "matmul", "8", "8", "32", "--target", t, tmp_db=db)
-                     for t in ("native", memory.native_name()))
+                     for t in ("native", targets.native_name()))
     assert native.returncode == 0, native.stderr
     assert native.stdout == named.stdout
 

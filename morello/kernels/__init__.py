@@ -1,5 +1,11 @@
-"""Kernel tables, one per target ISA (``Target.isa``)."""
+"""Kernel tables, one per instruction set (``Target.isa``), assembled from one module per
+kernel family: register tiles (``tiles``), dot products (``dots``), axpy rows (``axpy``),
+integer products (``int8``), moves and fills (``moves``), stores past the caches
+(``nontemporal``), the memory-bound kinds (``stream``) and softmax's (``softmax``). The
+table modules (``avx2``, ``avx512``) only put rows in their order."""
 from __future__ import annotations
+
+import importlib
 
 from morello.kernels.base import Kernel, KernelTable, VecType
 
@@ -7,13 +13,8 @@ __all__ = ["Kernel", "KernelTable", "VecType", "table_for"]
 
 
 def table_for(target) -> KernelTable:
-    """The kernel table of ``target`` (by its ISA)."""
-    if target.isa == "avx2":
-        from morello.kernels.avx2 import TABLE
+    """The kernel table of ``target``: the ``TABLE`` of its ISA's kernel module
+    (``morello.targets.isa.Isa.kernels``)."""
+    from morello import targets
 
-        return TABLE
-    if target.isa == "avx512":
-        from morello.kernels.avx512 import TABLE as TABLE512
-
-        return TABLE512
-    raise KeyError(f"no kernel table for ISA {target.isa!r}")
+    return importlib.import_module(targets.isa(target.isa).kernels).TABLE

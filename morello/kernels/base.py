@@ -29,7 +29,10 @@ from morello.cost import move_cost
 from morello.dtypes import Dtype
 from morello.kinds import PrimKind
 from morello.memory import Level, Target
+from morello.targets.vector import VecType
 from morello.tensorspec import TensorSpec
+
+__all__ = ["Kernel", "KernelTable", "Reason", "VecType"]
 
 Reason = str | None
 
@@ -46,6 +49,18 @@ NOT_RF = (Level.VRF, Level.L1, Level.L2, Level.GL)
 
 def rf_or_l1(t: TensorSpec) -> bool:
     return t.level in (Level.RF, Level.L1)
+
+
+def lane_count(t: TensorSpec) -> int:
+    """Lanes of each vector of a VRF tensor."""
+    assert t.vector_size is not None
+    return t.vector_size
+
+
+def vector_count(t: TensorSpec) -> int:
+    """Vectors of a VRF tensor."""
+    assert t.vector_size is not None
+    return t.volume // t.vector_size
 
 
 def io_cost(spec, target: Target) -> int:
@@ -100,23 +115,6 @@ def pin_widened(view, name: str) -> str:
     1x4096x8192 ran 0.87-0.98x as fast (11 alternating rounds, Zen 4), while in L2 and L3
     x.W gained 1.12-1.24x and gemma's rows up to 1.17x."""
     return "" if view.from_dram else pin(name)
-
-
-@dataclass(frozen=True, slots=True)
-class VecType:
-    """One vector type of a target: its C type and the intrinsics kernels use on it."""
-
-    dtype: Dtype
-    lanes: int
-    c_type: str
-    load: str
-    store: str
-    zero: str
-    set1: str | None = None
-    fma: str | None = None
-    add: str | None = None
-    mul: str | None = None
-    max: str | None = None
 
 
 @dataclass(frozen=True)

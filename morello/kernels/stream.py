@@ -3,7 +3,8 @@
 Kinds other than Matmul see their operands only through L1 cache views, so their kernels
 stream contiguous L1 tensors: a loop of four vectors per iteration, then single vectors,
 then a scalar tail. The volume is a compile-time constant, so only the parts that run are
-emitted. ``rows(width)`` makes every such kernel for one ``Width``: AVX2's 8 floats, and
+emitted. ``rows(vt)`` makes every such kernel for one f32 vector type (``VecType``, which
+spells every width-dependent op): AVX2's 8 floats, and
 AVX-512's 16 (whose table has both, so the search picks per Spec: a row of 8 is one AVX2
 vector, but 8 scalars in 16-lane code).
 
@@ -13,7 +14,6 @@ hosts measured, 512-bit loads, FMAs and integer ops issue at the 256-bit rates.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from morello.cost import move_cost
 from morello.kernels.base import (
@@ -30,113 +30,8 @@ from morello.kernels.base import (
 )
 from morello.memory import Level, Target
 from morello.specs import PrimKind, Spec
+from morello.targets.vector import VecType
 from morello.tensorspec import TensorSpec
-
-
-@dataclass(frozen=True)
-class Width:
-    """The vectors of a stream kernel: ``lanes`` floats in C type ``reg``, intrinsics
-    named ``{pre}_{op}_ps``; ``suffix`` names the kernel rows (AVX2's have none);
-    ``exp_ops``: one vector exp's cost in vector ops (``fma`` each)."""
-
-    lanes: int
-    reg: str
-    pre: str
-    suffix: str
-    exp_ops: int
-
-    def op(self, name: str) -> str:
-        return f"{self.pre}_{name}_ps"
-
-    def load(self, ptr: str) -> str:
-        return f"{self.pre}_loadu_ps({ptr})"
-
-    def store(self, ptr: str, value: str) -> str:
-        return f"{self.pre}_storeu_ps({ptr}, {value});"
-
-    def set1(self, value: str) -> str:
-        return f"{self.pre}_set1_ps({value})"
-
-    @property
-    def zero(self) -> str:
-        return f"{self.pre}_setzero_ps()"
-
-    @property
-    def exp_neg(self) -> str:
-        return f"morello_exp{self.lanes}_neg"
-
-    def hreduce(self, op: str) -> str:
-        """The prelude's horizontal ``op`` ("sum", "max") of one vector."""
-        return f"morello_h{op}{self.lanes}"
-
-    # NaN in maxima. ``max_ps(a, b)`` returns b where either is NaN, so a running vector
-    # maximum drops a NaN of one side or the other. The maxima here carry a flag that
-    # stays set in any lane that has seen a NaN: per two vectors read, one compare of the
-    # two, "unordered" (8 lanes: a vector, all ones where set) or "ordered" (16 lanes: a
-    # mask of the lanes still free of NaN), merged by a chain of or (by masking the compares).
-    # Softmax takes its maxima as FMax, with no flag: in its max pass, which overlaps the
-    # exps of the row before, this flag cost 0.93x (512x1024 in L1, avx2); one flag per
-    # accumulator 0.83x (gcc spilled them), compares chained through the flag 0.95x,
-    # sums as the flag 0.84x.
-
-    def nan_flag_init(self, f: str) -> str:
-        """The declaration of a clear flag ``f``."""
-        if self.lanes == 16:
-            return f"__mmask16 {f} = (__mmask16)0xFFFF;"
-        return f"{self.reg} {f} = {self.zero};"
-
-    def nan_flag_step(self, f: str, *xs: str) -> str:
-        """The statement that sets flag ``f`` where any of the vectors ``xs`` (names) is
-        NaN."""
-        pairs = [(xs[i], xs[min(i + 1, len(xs) - 1)]) for i in range(0, len(xs), 2)]
-        if self.lanes == 16:
-            # Masked compares, each clearing the lanes of the flag where its pair holds
-            # NaN: a row max 1024x1024 in L2 ran 0.94x the flagless one, where compares
-            # and-ed together into the flag ran 0.77x (hand-edited programs, 11 rounds).
-            return " ".join(f"{f} = _mm512_mask_cmp_ps_mask({f}, {x}, {y}, _CMP_ORD_Q);"
-                            for x, y in pairs)
-        terms = [f"_mm256_cmp_ps({x}, {y}, _CMP_UNORD_Q)" for x, y in pairs]
-        while len(terms) > 1:
-            terms = [f"_mm256_or_ps({terms[0]}, {terms[1]})"] + terms[2:]
-        return f"{f} = _mm256_or_ps({f}, {terms[0]});"
-
-    def nan_flag_set(self, f: str) -> str:
-        """A C condition: some lane of flag ``f`` is set."""
-        if self.lanes == 16:
-            return f"{f} != (__mmask16)0xFFFF"
-        return f"_mm256_movemask_ps({f})"
-
-    def nan_flag_apply(self, f: str, x: str) -> str:
-        """The vector ``x`` with NaN in the lanes flag ``f`` has set."""
-        if self.lanes == 16:
-            return f"_mm512_mask_mov_ps({x}, (__mmask16)~{f}, _mm512_set1_ps(NAN))"
-        return f"_mm256_or_ps({x}, {f})"
-
-    def fmax(self, a: str, b: str) -> str:
-        """The lanes' maxima of vectors ``a`` and ``b``, NaN ignored (np.fmax): two ops more
-        than ``max_ps``."""
-        if self.lanes == 16:
-            return (f"_mm512_mask_mov_ps(_mm512_max_ps({b}, {a}), "
-                    f"_mm512_cmp_ps_mask({a}, {a}, _CMP_UNORD_Q), {b})")
-        return (f"_mm256_blendv_ps(_mm256_max_ps({b}, {a}), {b}, "
-                f"_mm256_cmp_ps({a}, {a}, _CMP_UNORD_Q))")
-
-    def max_nan(self, a: str, b: str) -> str:
-        """The lanes' maxima of vectors ``a`` and ``b``, NaN where either is (as numpy's
-        maximum): two ops more than ``max_ps``."""
-        if self.lanes == 16:
-            return (f"_mm512_mask_mov_ps(_mm512_max_ps({b}, {a}), "
-                    f"_mm512_cmp_ps_mask({b}, {b}, _CMP_UNORD_Q), {b})")
-        return (f"_mm256_or_ps(_mm256_max_ps({b}, {a}), "
-                f"_mm256_cmp_ps({a}, {b}, _CMP_UNORD_Q))")
-
-
-# Vector ops of one exp, priced as FMAs: the clamp and range test, the reduction (3), the
-# polynomial (5 FMAs), the scale (2: a shift and a multiply). A 16-lane exp is priced
-# 20/14 of an 8-lane one, not twice: its integer ops have fewer 512-bit ports.
-AVX2 = Width(8, "__m256", "_mm256", "", 12)
-SCALAR_EXP_OPS = 13  # morello_expf of a tail element, in scalar ops
-AVX512 = Width(16, "__m512", "_mm512", "16", 12 * 20 // 14)
 
 
 def in_l1(*ts: TensorSpec) -> Reason:
@@ -170,7 +65,7 @@ def pass_cost(n: int, target: Target, moves: int, ops: int, tail_ops: int = 1,
             + tail * (moves * c.vector_move + tail_ops * c.scalar_op) + c.vector_move)
 
 
-def _at(p: str, off: int | str) -> str:
+def offset_ptr(p: str, off: int | str) -> str:
     return p if off == 0 else f"{p} + {off}"
 
 
@@ -198,7 +93,7 @@ def prefetch_lines(w, nxt: tuple[str, str] | None, q: str, floats: int) -> None:
                f"{hint});")
 
 
-def _stream_emit(w, v: Width, n: int, reads: list[str], write: str, vop, sop,
+def stream_emit(w, v: VecType, n: int, reads: list[str], write: str, vop, sop,
                  prefetch: tuple | None = None) -> None:
     """``write[i] = op(reads[0][i], ...)`` for i < n, over local pointers: ``vop`` makes
     the vector expression from vector expressions, ``sop`` the scalar one; ``prefetch``,
@@ -206,7 +101,7 @@ def _stream_emit(w, v: Width, n: int, reads: list[str], write: str, vop, sop,
     lanes = v.lanes
 
     def vec(off) -> None:
-        w.line(v.store(_at(write, off), vop([v.load(_at(p, off)) for p in reads])))
+        w.line(v.storeu(offset_ptr(write, off), vop([v.loadu(offset_ptr(p, off)) for p in reads])))
 
     n4, n1 = n // (4 * lanes) * 4 * lanes, n // lanes * lanes
     if n4 > 4 * lanes:
@@ -214,7 +109,7 @@ def _stream_emit(w, v: Width, n: int, reads: list[str], write: str, vop, sop,
         with w.block(f"for (long q = 0; q < {n4}; q += {4 * lanes}) {{"):
             prefetch_lines(w, nxt, "q", 4 * lanes)
             for j in range(4):
-                vec(_at("q", lanes * j))
+                vec(offset_ptr("q", lanes * j))
     else:
         for off in range(0, n4, lanes):
             vec(off)
@@ -237,17 +132,17 @@ def _pointers(w, ops, writes: tuple[int, ...]) -> list[str]:
     return names
 
 
-def _binary_emit(v: Width, op: str, cop: str):
+def _binary_emit(v: VecType, op: str, cop: str):
     def emit(w, spec, ops, vt) -> None:
         with w.block("{"):
             a, b, out = _pointers(w, ops, (2,))
-            _stream_emit(w, v, spec.volume, [a, b], out,
+            stream_emit(w, v, spec.volume, [a, b], out,
                          lambda x: f"{v.op(op)}({x[0]}, {x[1]})",
                          lambda x: f"{x[0]} {cop} {x[1]}")
     return emit
 
 
-def _elementwise_cost(v: Width, moves: int, ops: int):
+def _elementwise_cost(v: VecType, moves: int, ops: int):
     return lambda s, t: pass_cost(s.volume, t, moves, ops, lanes=v.lanes) + io_cost(s, t)
 
 
@@ -259,13 +154,13 @@ def _elementwise_cost(v: Width, moves: int, ops: int):
 RELU_SCALAR = "{x} < 0.0f ? 0.0f : {x}"
 
 
-def _relu_emit(v: Width):
+def _relu_emit(v: VecType):
     def emit(w, spec, ops, vt) -> None:
         with w.block("{"):
             src, dst = _pointers(w, ops, (1,))
             if spec.volume >= v.lanes:
-                w.line(f"const {v.reg} zero = {v.zero};")
-            _stream_emit(w, v, spec.volume, [src], dst,
+                w.line(f"const {v.c_type} zero = {v.zeros};")
+            stream_emit(w, v, spec.volume, [src], dst,
                          lambda x: f"{v.op('max')}(zero, {x[0]})",
                          lambda x: RELU_SCALAR.format(x=x[0]))
     return emit
@@ -277,11 +172,11 @@ def _bcast_copy_check(spec: Spec, target: Target) -> Reason:
     return _elementwise_check(spec, target)
 
 
-def _bcast_copy_emit(v: Width):
+def _bcast_copy_emit(v: VecType):
     def emit(w, spec, ops, vt) -> None:
         with w.block("{"):
             src, dst = _pointers(w, ops, (1,))
-            _stream_emit(w, v, spec.volume, [src], dst, lambda x: x[0], lambda x: x[0])
+            stream_emit(w, v, spec.volume, [src], dst, lambda x: x[0], lambda x: x[0])
     return emit
 
 
@@ -296,15 +191,15 @@ def _bcast_scalar_check(spec: Spec, target: Target) -> Reason:
     return all_f32(spec)
 
 
-def _splat_emit(w, v: Width, n: int, dst: str, value: str) -> None:
+def _splat_emit(w, v: VecType, n: int, dst: str, value: str) -> None:
     """``dst[i] = value`` for i < n (``value`` a C float expression)."""
     w.line(f"const float s = {value};")
     if n >= v.lanes:
-        w.line(f"const {v.reg} sv = {v.set1('s')};")
-    _stream_emit(w, v, n, [], dst, lambda x: "sv", lambda x: "s")
+        w.line(f"const {v.c_type} sv = {v.splat('s')};")
+    stream_emit(w, v, n, [], dst, lambda x: "sv", lambda x: "s")
 
 
-def _bcast_scalar_emit(v: Width):
+def _bcast_scalar_emit(v: VecType):
     def emit(w, spec, ops, vt) -> None:
         src, dst = ops
         with w.block("{"):
@@ -313,7 +208,7 @@ def _bcast_scalar_emit(v: Width):
     return emit
 
 
-def _splat_cost(v: Width):
+def _splat_cost(v: VecType):
     return lambda s, t: (pass_cost(s.volume, t, 1, 0, lanes=v.lanes) + t.costs.broadcast
                          + io_cost(s, t))
 
@@ -334,7 +229,7 @@ def _hreduce_check(spec: Spec, target: Target) -> Reason:
     return scalar_and_row_check(spec, 1, 0)
 
 
-def _hreduce_cost(v: Width, nan_flag: bool = False):
+def _hreduce_cost(v: VecType, nan_flag: bool = False):
     """A vector op per vector read, and with ``nan_flag`` (a maximum's) one more per two."""
     def cost(s: Spec, t: Target) -> int:
         n = s.operands[0].volume
@@ -346,11 +241,11 @@ def _hreduce_cost(v: Width, nan_flag: bool = False):
     return cost
 
 
-def _hreduce_emit(v: Width, op: str, reduce: str, sfold):
+def _hreduce_emit(v: VecType, op: str, reduce: str, sfold):
     """Horizontal reduction of a contiguous src into a scalar dst: up to four vector
     accumulators (initialized from src's first vectors), combined, reduced across lanes,
     then the scalar tail, then folded into dst. ``sfold(a, b)`` is the scalar op. A
-    maximum is NaN if src or dst holds one (``Width.nan_flag_step``)."""
+    maximum is NaN if src or dst holds one (``VecType.nan_flag_step``)."""
     ignore_nan = op == "fmax"  # FMax: NaN ignored, max_ps(x, acc) keeps acc
     op = "max" if ignore_nan else op
     vfn, hfn, lanes = v.op(op), v.hreduce(reduce), v.lanes
@@ -370,7 +265,7 @@ def _hreduce_emit(v: Width, op: str, reduce: str, sfold):
             """Loads at ``offs`` into acc0, acc1, ... in the current block."""
             if not flag:
                 for a, off in enumerate(offs):
-                    x = v.load(_at("p0", off))
+                    x = v.loadu(offset_ptr("p0", off))
                     w.line(f"acc{a} = {vfn}({x}, acc{a});" if ignore_nan
                            else f"acc{a} = {vfn}(acc{a}, {x});")
                 return
@@ -379,7 +274,7 @@ def _hreduce_emit(v: Width, op: str, reduce: str, sfold):
             # (1024x1024, in L2; pinned 1.10x) and 0.90x (4096x4096 from main memory,
             # pinned 0.92x) the one with no flag, avx2, 11 alternating rounds.
             for a, off in enumerate(offs):
-                w.line(f"{v.reg} x{a} = {v.load(_at('p0', off))}; {pin(f'x{a}')} "
+                w.line(f"{v.c_type} x{a} = {v.loadu(offset_ptr('p0', off))}; {pin(f'x{a}')} "
                        f"acc{a} = {vfn}(acc{a}, x{a});")
             flags([f"x{a}" for a in range(len(offs))])
 
@@ -387,16 +282,16 @@ def _hreduce_emit(v: Width, op: str, reduce: str, sfold):
             w.line(f"const float *restrict p0 = {src.ptr(0)};")
             if accs:
                 for a in range(accs):
-                    x = v.load(_at("p0", lanes * a))
+                    x = v.loadu(offset_ptr("p0", lanes * a))
                     if ignore_nan:  # max_ps(x, -inf) is -inf where x is NaN
-                        x = f"{vfn}({x}, {v.set1('-INFINITY')})"
-                    w.line(f"{v.reg} acc{a} = {x};")
+                        x = f"{vfn}({x}, {v.splat('-INFINITY')})"
+                    w.line(f"{v.c_type} acc{a} = {x};")
                 if flag:
                     w.line(v.nan_flag_init("nan"))
                     flags([f"acc{a}" for a in range(accs)])
                 if n4 > 8 * lanes:
                     with w.block(f"for (long q = {4 * lanes}; q < {n4}; q += {4 * lanes}) {{"):
-                        fold([_at("q", lanes * a) for a in range(4)])
+                        fold([offset_ptr("q", lanes * a) for a in range(4)])
                 elif n4 == 8 * lanes:
                     with w.block("{"):
                         fold([(4 + a) * lanes for a in range(4)])
@@ -449,7 +344,7 @@ def _accum_check(spec: Spec, target: Target) -> Reason:
     return _elementwise_check(spec, target)
 
 
-def _accum_emit(v: Width, op: str, sfold):
+def _accum_emit(v: VecType, op: str, sfold):
     def vop(x: list[str]) -> str:
         if op == "max":
             return v.max_nan(x[0], x[1])
@@ -460,7 +355,7 @@ def _accum_emit(v: Width, op: str, sfold):
     def emit(w, spec, ops, vt) -> None:
         with w.block("{"):
             src, dst = _pointers(w, ops, (1,))
-            _stream_emit(w, v, spec.volume, [dst, src], dst, vop, lambda x: sfold(x[0], x[1]))
+            stream_emit(w, v, spec.volume, [dst, src], dst, vop, lambda x: sfold(x[0], x[1]))
     return emit
 
 
@@ -493,7 +388,7 @@ def _rows_accum_check(spec: Spec, target: Target) -> Reason:
     return same_contiguous_f32(src.tile(row), dst)
 
 
-def _rows_accum_cost(v: Width, op: str):
+def _rows_accum_cost(v: VecType, op: str):
     def cost(s: Spec, t: Target) -> int:
         r = s.shape[s.params[0]]
         # Per vector of dst: r loads, dst's load and store; r folds (a maximum's NaN flag:
@@ -503,7 +398,7 @@ def _rows_accum_cost(v: Width, op: str):
     return cost
 
 
-def _rows_accum_emit(v: Width, op: str, sfold):
+def _rows_accum_emit(v: VecType, op: str, sfold):
     """dst op= the fold of src's rows (slices along the reduced dim): per vector of dst,
     the rows folded into two partial results (one chain each), then into dst."""
     vfn, lanes = v.op(op), v.lanes
@@ -526,7 +421,7 @@ def _rows_accum_emit(v: Width, op: str, sfold):
             w.line(f"float *restrict p1 = {dst.ptr(0)};")
             if n1:
                 with w.block(f"for (long q = 0; q < {n1}; q += {lanes}) {{"):
-                    w.line(f"{v.reg} a = {v.load(at(0, 'q'))}, b = {v.load(at(1, 'q'))};")
+                    w.line(f"{v.c_type} a = {v.loadu(at(0, 'q'))}, b = {v.loadu(at(1, 'q'))};")
                     if flag:
                         w.line(v.nan_flag_init("nan"))
                         w.line(v.nan_flag_step("nan", "a", "b"))
@@ -535,16 +430,16 @@ def _rows_accum_emit(v: Width, op: str, sfold):
                         with w.block("{"):
                             for i in pair:
                                 acc = "ab"[i % 2]
-                                w.line(f"const {v.reg} x{i % 2} = {v.load(at(i, 'q'))}; "
+                                w.line(f"const {v.c_type} x{i % 2} = {v.loadu(at(i, 'q'))}; "
                                        f"{acc} = {vfn}({acc}, x{i % 2});")
                             if flag:
                                 w.line(v.nan_flag_step("nan", *[f"x{i % 2}" for i in pair]))
-                    w.line(f"const {v.reg} c = {v.load('p1 + q')};")
+                    w.line(f"const {v.c_type} c = {v.loadu('p1 + q')};")
                     total = f"{vfn}(c, {vfn}(a, b))"
                     if flag:
                         w.line(v.nan_flag_step("nan", "c"))
                         total = v.nan_flag_apply("nan", total)
-                    w.line(v.store("p1 + q", total))
+                    w.line(v.storeu("p1 + q", total))
             if n > n1:
                 with w.block(f"for (long q = {n1}; q < {n}; q++) {{"):
                     w.line("float s = p0[q];")
@@ -563,7 +458,7 @@ def _l1_fill_check(spec: Spec, target: Target) -> Reason:
     return all_f32(spec)
 
 
-def _l1_fill_emit(v: Width):
+def _l1_fill_emit(v: VecType):
     def emit(w, spec, ops, vt) -> None:
         (dst,) = ops
         with w.block("{"):
@@ -572,259 +467,12 @@ def _l1_fill_emit(v: Width):
     return emit
 
 
-def _l1_fill_cost(v: Width):
+def _l1_fill_cost(v: VecType):
     return lambda s, t: (pass_cost(s.volume, t, 1, 0, lanes=v.lanes) + t.costs.broadcast
                          + move_cost(s.operands[0], t))
 
 
-# --- The softmax family: SoftmaxDenomAccum, SoftmaxComplete ----------------------------
-#
-# ``morello_exp8_neg`` / ``morello_exp16_neg`` (vectors; the kernels' inputs are
-# x - max <= 0, so they have no branch and results below 9.3e-39 are 0) and
-# ``morello_expf`` (tails), in codegen/partials/prelude.c: range reduction and a
-# degree-5 polynomial, the same steps in either width. Measured against exp in double
-# precision over every f32 bit pattern in [-104, 89] (``tests/test_softmax.py`` checks a
-# sample): max relative error 1.79e-7 over normal results (numpy's float32 exp: 2.1e-7;
-# degree 6, one FMA more: 7.7e-8), subnormal results within that and half their ulp (1.53
-# ulps at most); inf above 88.72, 0 below -103.97, NaN propagates.
-
-def _row_stats_check(spec: Spec, target: Target, n_stats: int) -> Reason:
-    """src (and dst) contiguous rows in L1; the ``n_stats`` per-row scalars (max, denom)
-    scalars in RF or L1."""
-    ops = spec.operands
-    stats = ops[1:1 + n_stats]
-    if any(t.volume != 1 or not rf_or_l1(t) for t in stats):
-        return "max and denom must be scalars in RF or L1 (rows tiled to one)"
-    rows = [ops[0]] + list(ops[1 + n_stats:])
-    if reason := in_l1(*rows):
-        return reason
-    for t in rows[1:]:
-        if reason := same_contiguous_f32(rows[0], t):
-            return reason
-    if not rows[0].contiguous:
-        return "src is not contiguous"
-    return all_f32(spec)
-
-
-def _exp_sum_loop(w, v: Width, src, mx, n: int, store: str | None, fold: str,
-                  den: str) -> None:
-    """``den fold sum(exp(src - max))`` over a contiguous row of ``n``, with two vector
-    accumulators; with ``store``, each exp is also written there (a local pointer)."""
-    lanes = v.lanes
-    n2, n1 = n // (2 * lanes) * 2 * lanes, n // lanes * lanes
-    w.line(f"const float *restrict p0 = {src.ptr(0)};")
-    nxt = next_tile(w, src, "p0") if n2 > 2 * lanes else None
-    w.line(f"const float m = {mx.lval()};")
-    w.line("float r = 0.0f;")
-    if n1:
-        w.line(f"const {v.reg} mv = {v.set1('m')};")
-        w.line(f"{v.reg} acc0 = {v.zero}, acc1 = {v.zero};")
-
-        def step(acc: str, off: int | str) -> None:
-            e = f"{v.exp_neg}({v.op('sub')}({v.load(_at('p0', off))}, mv))"
-            if store is None:
-                w.line(f"{acc} = {v.op('add')}({acc}, {e});")
-            else:
-                w.line(f"{{ {v.reg} e = {e}; {v.store(_at(store, off), 'e')} "
-                       f"{acc} = {v.op('add')}({acc}, e); }}")
-        if n2 > 2 * lanes:
-            with w.block(f"for (long q = 0; q < {n2}; q += {2 * lanes}) {{"):
-                prefetch_lines(w, nxt, "q", 2 * lanes)
-                step("acc0", "q")
-                step("acc1", f"q + {lanes}")
-        elif n2:
-            step("acc0", 0)
-            step("acc1", lanes)
-        if n1 > n2:
-            step("acc0", n2)
-        w.line(f"r = {v.hreduce('sum')}({v.op('add')}(acc0, acc1));")
-    if n > n1:
-        with w.block(f"for (long q = {n1}; q < {n}; q++) {{"):
-            w.line("const float e = morello_expf(p0[q] - m);")
-            if store is not None:
-                w.line(f"{store}[q] = e;")
-            w.line("r += e;")
-    w.line(f"{den} {fold} r;")
-
-
-def _exp_sum_emit(v: Width):
-    def emit(w, spec, ops, vt) -> None:
-        src, mx, den = ops
-        with w.block("{"):
-            _exp_sum_loop(w, v, src, mx, src.spec.volume, None, "+=", den.lval())
-    return emit
-
-
-def _exp_sum_cost(v: Width):
-    def cost(s: Spec, t: Target) -> int:
-        n = s.operands[0].volume
-        return (pass_cost(n, t, 1, v.exp_ops + 2, SCALAR_EXP_OPS + 2, v.lanes)
-                + (t.costs.hsum if n >= v.lanes else 0) + io_cost(s, t))
-    return cost
-
-
-def _exp_normalize_emit(v: Width):
-    def emit(w, spec, ops, vt) -> None:
-        src, mx, den, dst = ops
-        n = spec.volume
-        with w.block("{"):
-            w.line(f"const float *restrict p0 = {src.ptr(0)};")
-            w.line(f"float *restrict p3 = {dst.ptr(0)};")
-            w.line(f"const float m = {mx.lval()}, inv = 1.0f / {den.lval()};")
-            if n >= v.lanes:
-                w.line(f"const {v.reg} mv = {v.set1('m')}, iv = {v.set1('inv')};")
-            _stream_emit(w, v, n, ["p0"], "p3",
-                         lambda x: f"{v.op('mul')}({v.exp_neg}({v.op('sub')}({x[0]}, mv)), iv)",
-                         lambda x: f"morello_expf({x[0]} - m) * inv",
-                         (src, "p0"))
-    return emit
-
-
-def _exp_normalize_cost(v: Width):
-    return lambda s, t: (pass_cost(s.volume, t, 2, v.exp_ops + 2, SCALAR_EXP_OPS + 2, v.lanes)
-                         + t.costs.scalar_op + io_cost(s, t))
-
-
-def _exp_row_emit(v: Width):
-    def emit(w, spec, ops, vt) -> None:
-        src, mx, dst = ops
-        with w.block("{"):
-            w.line(f"const float *restrict p0 = {src.ptr(0)};")
-            w.line(f"float *restrict p2 = {dst.ptr(0)};")
-            w.line(f"const float m = {mx.lval()};")
-            if spec.volume >= v.lanes:
-                w.line(f"const {v.reg} mv = {v.set1('m')};")
-            _stream_emit(w, v, spec.volume, ["p0"], "p2",
-                         lambda x: f"{v.exp_neg}({v.op('sub')}({x[0]}, mv))",
-                         lambda x: f"morello_expf({x[0]} - m)",
-                         (src, "p0"))
-    return emit
-
-
-def _exp_row_cost(v: Width):
-    return lambda s, t: (pass_cost(s.volume, t, 2, v.exp_ops + 1, SCALAR_EXP_OPS + 1, v.lanes)
-                         + io_cost(s, t))
-
-
-def _unscaled_check(spec: Spec, target: Target) -> Reason:
-    """src and dst contiguous f32 rows in L1; max and denom scalars in RF or L1."""
-    src, mx, dst, den = spec.operands
-    if any(t.volume != 1 or not rf_or_l1(t) for t in (mx, den)):
-        return "max and denom must be scalars in RF or L1 (rows tiled to one)"
-    if reason := in_l1(src, dst):
-        return reason
-    if reason := same_contiguous_f32(src, dst):
-        return reason
-    if not src.contiguous:
-        return "src is not contiguous"
-    return all_f32(spec)
-
-
-def _unscaled_emit(v: Width, accumulate: bool):
-    def emit(w, spec, ops, vt) -> None:
-        src, mx, dst, den = ops
-        with w.block("{"):
-            w.line(f"float *restrict p2 = {dst.ptr(0)};")
-            _exp_sum_loop(w, v, src, mx, spec.volume, "p2", "+=" if accumulate else "=",
-                          den.lval())
-    return emit
-
-
-def _unscaled_cost(v: Width):
-    def cost(s: Spec, t: Target) -> int:
-        n = s.volume
-        return (pass_cost(n, t, 2, v.exp_ops + 2, SCALAR_EXP_OPS + 2, v.lanes)
-                + (t.costs.hsum if n >= v.lanes else 0) + io_cost(s, t))
-    return cost
-
-
-def _online_check(spec: Spec, target: Target) -> Reason:
-    return _row_stats_check(spec, target, 2)
-
-
-def _online_emit(v: Width):
-    """The online merge of one row: its max by a vector max, then the sum of exps
-    against the new max; the old sum rescaled by exp(old max - new max)."""
-    lanes = v.lanes
-
-    def emit(w, spec, ops, vt) -> None:
-        src, mx, den = ops
-        n = spec.volume
-        n1 = n // lanes * lanes
-        with w.block("{"):
-            w.line(f"const float *restrict p0 = {src.ptr(0)};")
-            w.line(f"const float mo = {mx.lval()};")
-            w.line("float t = p0[0];")
-            if n1:
-                w.line(f"{v.reg} a0 = {v.load('p0')};")
-                if n1 > lanes:
-                    with w.block(f"for (long q = {lanes}; q < {n1}; q += {lanes}) {{"):
-                        w.line(f"a0 = {v.op('max')}(a0, {v.load('p0 + q')});")
-                w.line(f"t = {v.hreduce('max')}(a0);")
-            if n > n1:
-                with w.block(f"for (long q = {n1}; q < {n}; q++) {{"):
-                    w.line("t = p0[q] > t ? p0[q] : t;")
-            w.line("const float m = t > mo ? t : mo;")
-            w.line("float r = 0.0f;")
-            if n1:
-                w.line(f"const {v.reg} mv = {v.set1('m')};")
-                w.line(f"{v.reg} acc0 = {v.zero};")
-                with w.block(f"for (long q = 0; q < {n1}; q += {lanes}) {{"):
-                    w.line(f"acc0 = {v.op('add')}(acc0, {v.exp_neg}({v.op('sub')}("
-                           f"{v.load('p0 + q')}, mv)));")
-                w.line(f"r = {v.hreduce('sum')}(acc0);")
-            if n > n1:
-                with w.block(f"for (long q = {n1}; q < {n}; q++) {{"):
-                    w.line("r += morello_expf(p0[q] - m);")
-            w.line(f"{den.lval()} = {den.lval()} * morello_expf(mo - m) + r;")
-            w.line(f"{mx.lval()} = m;")
-
-    return emit
-
-
-def _online_cost(v: Width):
-    def cost(s: Spec, t: Target) -> int:
-        n = s.operands[0].volume
-        return (pass_cost(n, t, 2, v.exp_ops + 3, SCALAR_EXP_OPS + 3, v.lanes) + 2 * t.costs.hsum
-                + SCALAR_EXP_OPS * t.costs.scalar_op + io_cost(s, t))
-    return cost
-
-
-def _div_scalar_emit(v: Width):
-    """DivReduced (``denom, dst``: in place) and DivReducedInto (``denom, src, dst``)."""
-    def emit(w, spec, ops, vt) -> None:
-        den, src, dst = ops[0], ops[1], ops[-1]
-        in_place = len(ops) == 2
-        with w.block("{"):
-            w.line(f"{'' if in_place else 'const '}float *restrict p1 = {src.ptr(0)};")
-            if not in_place:
-                w.line(f"float *restrict p2 = {dst.ptr(0)};")
-            w.line(f"const float inv = 1.0f / {den.lval()};")
-            if spec.volume >= v.lanes:
-                w.line(f"const {v.reg} iv = {v.set1('inv')};")
-            _stream_emit(w, v, spec.volume, ["p1"], "p1" if in_place else "p2",
-                         lambda x: f"{v.op('mul')}({x[0]}, iv)", lambda x: f"{x[0]} * inv")
-    return emit
-
-
-def div_into_check(spec: Spec, target: Target) -> Reason:
-    """DivReducedInto's operands: a scalar denom, src and dst contiguous rows of one
-    layout (dst in L1 here; ``VectorDivScalarStream`` takes it in main memory)."""
-    if reason := scalar_and_row_check(spec, 0, 1):
-        return reason
-    src, dst = spec.operands[1:]
-    if not dst.contiguous or dst.layout != src.layout:
-        return "dst must be contiguous, of src's layout"
-    return None
-
-
-def _div_into_l1_check(spec: Spec, target: Target) -> Reason:
-    if reason := div_into_check(spec, target):
-        return reason
-    return None if spec.operands[2].level is Level.L1 else "dst must be in L1"
-
-
-def rows(v: Width) -> tuple[Kernel, ...]:
+def rows(v: VecType) -> tuple[Kernel, ...]:
     """The stream kernels in width ``v``, in their fixed order (names end in
     ``v.suffix``)."""
     sfx = v.suffix
@@ -885,39 +533,4 @@ def rows(v: Width) -> tuple[Kernel, ...]:
         Kernel(f"L1Fill{sfx}", PrimKind.FILL, _l1_fill_check, _l1_fill_cost(v), 1,
                _l1_fill_emit(v), "vector stores of a value over a contiguous L1 tensor",
                levels=(L1,)),
-        # --- The softmax family
-        Kernel(f"VectorExpSum{sfx}", PrimKind.SOFTMAX_DENOM_ACCUM,
-               lambda s, t: _row_stats_check(s, t, 2), _exp_sum_cost(v), 5, _exp_sum_emit(v),
-               "denom += sum of exp(src - max) over a contiguous L1 row (two vector sums)",
-               levels=(L1, RL, RL)),
-        Kernel(f"VectorExpNormalize{sfx}", PrimKind.SOFTMAX_COMPLETE,
-               lambda s, t: _row_stats_check(s, t, 2), _exp_normalize_cost(v), 4,
-               _exp_normalize_emit(v), "dst = exp(src - max) / denom over contiguous L1 rows",
-               levels=(L1, RL, RL, L1)),
-        Kernel(f"VectorExp{sfx}", PrimKind.SOFTMAX_EXP, lambda s, t: _row_stats_check(s, t, 1),
-               _exp_row_cost(v), 2, _exp_row_emit(v),
-               "dst = exp(src - max) over contiguous L1 rows", levels=(L1, RL, L1)),
-        Kernel(f"VectorOnlineDenomMax{sfx}", PrimKind.SOFTMAX_DENOM_MAX_ACCUM, _online_check,
-               _online_cost(v), 3, _online_emit(v),
-               "online softmax merge of a contiguous L1 row into scalar max and denom",
-               levels=(L1, RL, RL)),
-        Kernel(f"VectorExpStoreSum{sfx}", PrimKind.SOFTMAX_UNSCALED, _unscaled_check,
-               _unscaled_cost(v), 3, _unscaled_emit(v, False),
-               "dst = exp(src - max) over a contiguous L1 row, denom = its sum",
-               levels=(L1, RL, L1, RL)),
-        Kernel(f"VectorExpStoreSumAccum{sfx}", PrimKind.SOFTMAX_UNSCALED_ACCUM, _unscaled_check,
-               _unscaled_cost(v), 3, _unscaled_emit(v, True),
-               "dst = exp(src - max) over a contiguous L1 row, denom += its sum",
-               levels=(L1, RL, L1, RL)),
-        Kernel(f"VectorDivScalar{sfx}", PrimKind.DIV_REDUCED,
-               lambda s, t: scalar_and_row_check(s, 0, 1),
-               lambda s, t: (pass_cost(s.volume, t, 2, 1, lanes=v.lanes) + t.costs.scalar_op
-                             + io_cost(s, t)), 1,
-               _div_scalar_emit(v), "dst *= 1 / denom over a contiguous L1 row", levels=(RL, L1)),
-        Kernel(f"VectorDivScalarInto{sfx}", PrimKind.DIV_REDUCED_INTO,
-               _div_into_l1_check,
-               lambda s, t: (pass_cost(s.volume, t, 2, 1, lanes=v.lanes) + t.costs.scalar_op
-                             + io_cost(s, t)), 1,
-               _div_scalar_emit(v), "dst = src * (1 / denom), contiguous L1 rows",
-               levels=(RL, L1, L1)),
     )
