@@ -36,11 +36,9 @@ from morello.rewrites.decompose import DECOMPOSITIONS
 from morello.rewrites.move import operand_moves, view_cost
 from morello.rewrites.tile import tile_size_table
 from morello.specs import Spec
+from morello.store.format import NVALUES  # a memo value is a stored box's value row
 from morello.tensorspec import TensorSpec
 
-NL = len(LEVELS)
-# A memo value: main cost per unit volume (numerator, denominator), peaks, depth, action.
-NVALUES = 2 + NL + 2
 UNBOUNDED = MemoryLimits(tuple(1 << 40 for _ in LEVELS))
 _DTYPES = list(Dtype)
 
