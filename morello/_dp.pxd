@@ -38,7 +38,8 @@ cdef class Solver:
     cdef vec_t row_count            # number of template rows
     cdef vec_t memo_head            # first memo entry, -1 if none
     cdef rows_t rows                # template rows: an arena, freed with their frames
-    # the working memo: per logical id, a linked list of limit boxes
+    # the working memo: per logical id, a linked list of limit boxes (morello._persist
+    # reads it with graph and pages, and clears m_persist of what it writes)
     cdef vec_t m_lo                 # L: lower corner (peaks, 0 when unsat)
     cdef vec_t m_hi                 # L: upper corner (limits it was solved at)
     cdef vec_t m_main               # main cost
@@ -59,4 +60,3 @@ cdef class Solver:
     cdef int64_t _lookup_local(self, int64_t i, const int64_t* limits) noexcept nogil
     cdef int _store(self, frame_t* f) except -1 nogil
     cdef int64_t _from_table(self, int64_t i, const int64_t* limits) except -2
-    cdef int _produce_page(self, void* job, int64_t page) except -1 nogil

@@ -16,6 +16,7 @@ from morello._dp import Solver
 from morello._expand import Expander
 from morello._graph import SpecGraph
 from morello._pages import PageCache
+from morello._persist import persist
 from morello.compose import MAX_CHAIN_OPERANDS, MAX_CHAIN_RANK, Chain
 from morello.coords import (
     exact_dims,
@@ -349,7 +350,7 @@ class Engine:
     def persist(self, flush: Callable[[], None] | None = None) -> int:
         """Write new results into the pages, page by page, calling ``flush()`` after each
         (``Store.save`` writes them then)."""
-        return self.solver.persist(flush)
+        return persist(self.solver, flush)
 
     def lookup(self, spec: Spec) -> Solution | None:
         """The stored optimum of ``spec`` (None if unsatisfiable); KeyError if unsolved."""
