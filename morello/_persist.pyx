@@ -19,7 +19,8 @@ from libc.string cimport memcpy, memset
 from morello._dp cimport Solver
 from morello._graph cimport HARD_MAX_POINT
 from morello._memo cimport MAX_NVALUES
-from morello._pages cimport KEY_WIDTH, prepare_rows
+from morello._pages cimport KEY_WIDTH
+from morello._rows cimport prepare_rows
 from morello._vec cimport (_fill, _grow, _map_free, _map_get, _map_put, _push, _vec_free,
                            map_t, vec_t)
 

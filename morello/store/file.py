@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from morello import pageblob
-from morello._pages import FrozenPage
+from morello._frozen import FrozenPage
 from morello.coords import point_len, segments
 from morello.errors import DatabaseError
 from morello.store.format import (
