@@ -30,7 +30,7 @@ cdef struct frame_t:          # one (logical id, limits) on the DFS stack
 @cython.final
 cdef class Solver:
     cdef readonly SpecGraph graph   # the logical Specs and their forms
-    cdef readonly Expander expander # their actions as rows
+    cdef readonly Expander expander  # their actions as rows
     cdef int64_t L                  # number of memory levels
     cdef int64_t reg[HARD_MAX_LEVELS]  # 1 if level counts registers (no pow2 snapping)
     # per logical id
@@ -52,7 +52,7 @@ cdef class Solver:
     cdef PageCache pages            # or None: results stay in the working memo
     cdef int64_t table_hits         # lookups answered by the tables
     cdef public int64_t specs_solved   # (id, limits) pairs solved
-    cdef public int64_t rows_evaluated # (Spec, action) rows evaluated
+    cdef public int64_t rows_evaluated  # (Spec, action) rows evaluated
 
     cdef int _ensure_ids(self) except -1
     cdef int _compile_rows(self, int64_t i) except -1

@@ -20,7 +20,7 @@ from libc.stdint cimport int64_t
 from libc.string cimport memcpy
 
 from morello._graph cimport HARD_MAX_OPERANDS, HARD_MAX_RANK, SpecGraph
-from morello._vec cimport _map_free, _map_get, _map_put, _push, _vec_free, vec_t
+from morello._vec cimport _map_free, _map_get, _map_put, _push, _vec_free
 
 
 cdef int push_row(rows_t* rows, int64_t idx, int64_t cost, int64_t level, int64_t units,
@@ -102,19 +102,19 @@ cdef class Expander:
 
     cdef int _compile_flat(self, int64_t i, rows_t* rows) except -1:
         cdef list flat = self.compile_cb(i)
-        cdef Py_ssize_t pos = 1, r, l, c, n_rows = flat[0], nc
-        for r in range(n_rows):
+        cdef Py_ssize_t pos = 1, _r, _l, _c, n_rows = flat[0], nc
+        for _r in range(n_rows):
             _push(&rows.index, flat[pos])
             _push(&rows.cost, flat[pos + 1])
             pos += 2
-            for l in range(rows.L):
+            for _l in range(rows.L):
                 _push(&rows.own, flat[pos])
                 pos += 1
             nc = flat[pos]
             pos += 1
             _push(&rows.child_start, rows.child.n)
             _push(&rows.child_count, nc)
-            for c in range(nc):
+            for _c in range(nc):
                 _push(&rows.child, flat[pos])
                 _push(&rows.coef, flat[pos + 1])
                 pos += 2

@@ -412,7 +412,7 @@ cdef inline int64_t _width_of(int64_t lo, int64_t hi) noexcept nogil:
 
 
 cdef FrozenPage freeze_rows(const int64_t* rows, int64_t n, int64_t ndim, int64_t nvalues,
-                             exact_dims):
+                            exact_dims):
     """The FrozenPage of ``n`` rows (ValueError if they are not a valid page: a range in
     an exact dim, or overlapping boxes)."""
     cdef int64_t ncols = 2 * ndim + nvalues, w = ncols, c, i, x, v, size = 0, pos = 0
@@ -466,7 +466,7 @@ cdef FrozenPage freeze_rows(const int64_t* rows, int64_t n, int64_t ndim, int64_
 
 
 cdef int64_t lookup_in_part(object t, const int64_t* pt, int64_t* val, int64_t* lo,
-                        int64_t* hi) except -1:
+                            int64_t* hi) except -1:
     """Copy the box of ``t`` (a FrozenPage or MemoTable) holding ``pt``; 1, or 0 if none."""
     cdef int64_t b, d, n
     cdef MemoTable m

@@ -57,7 +57,6 @@ cdef inline int64_t page_end(int64_t page, int64_t block) noexcept nogil:
     return 0x7FFFFFFFFFFFFFFF
 
 
-
 @cython.final
 cdef class PageCache:
     cdef readonly int64_t nvalues            # int64 per value row (every table)

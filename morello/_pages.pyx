@@ -25,15 +25,14 @@ Concurrency: like MemoTable, not locked; the Python methods keep the GIL.
 """
 cimport cython
 from libc.stdint cimport int64_t, uint64_t
-from libc.stdlib cimport free
-from libc.string cimport memcpy, memset
+from libc.string cimport memset
 
 import numpy as np
 
 from morello._frozen cimport FrozenPage, freeze_rows, lookup_in_part
 from morello._memo cimport MemoTable, _read_row
-from morello._rows cimport carve_rows, prepare_rows, sort_exact
-from morello._vec cimport _grow, _map_free, _map_get, _map_put, _push, _reserve, _vec_free
+from morello._rows cimport prepare_rows, sort_exact
+from morello._vec cimport _map_free, _map_get, _map_put, _push, _vec_free
 
 
 def doubling_block(int64_t first):
@@ -72,7 +71,6 @@ cdef class PageCache:
         self.lru_old = self.lru_new = -1
 
     def __dealloc__(self):
-        cdef int64_t i
         _map_free(&self.index)
         _vec_free(&self.g_ndim)
         _vec_free(&self.g_block)
@@ -100,7 +98,7 @@ cdef class PageCache:
         builds new parts in bulk. Declaring it again identically is a no-op; otherwise
         ValueError."""
         cdef int64_t b[PAGE_MAX_NDIM]
-        cdef int64_t d
+        cdef int64_t d, _d
         if not 0 <= table < (1 << 30):
             raise ValueError(f"table index {table} out of range")
         if not 1 <= ndim <= PAGE_MAX_NDIM:
@@ -127,7 +125,7 @@ cdef class PageCache:
             _push(&self.g_merge, 0)
             _push(&self.g_exact, -1)
             _push(&self.g_lazy, 0)
-            for d in range(PAGE_MAX_NDIM):
+            for _d in range(PAGE_MAX_NDIM):
                 _push(&self.g_block, 0)
         if self.g_ndim.data[table] >= 0:
             if self.g_ndim.data[table] != ndim or self.g_merge.data[table] != mask or any(
@@ -166,7 +164,7 @@ cdef class PageCache:
         return n, tuple(self.g_block.data[table * PAGE_MAX_NDIM + d] for d in range(n))
 
     cdef int _page_key(self, int64_t table, const int64_t* pt, int64_t* key) except -1:
-        cdef int64_t d, b, n = self.g_ndim.data[table]
+        cdef int64_t d, n = self.g_ndim.data[table]
         memset(key, 0, KEY_WIDTH * sizeof(int64_t))
         key[0] = table
         for d in range(n):
@@ -176,7 +174,7 @@ cdef class PageCache:
     # ---- slots ----------------------------------------------------------------------
 
     cdef int64_t _slot(self, const int64_t* key, bint create) except -2:
-        cdef int64_t s = _map_get(&self.index, key), d, cap
+        cdef int64_t s = _map_get(&self.index, key), d
         if s >= 0 or not create:
             return s
         s = len(self.s_table)
@@ -384,7 +382,7 @@ cdef class PageCache:
         sorting and frozen, they become the page's fresh part. Otherwise box by box.
         ``prepared``: the rows are already carved and merged (``prepare_rows``, which
         keeps what they hold), as persist's row thread leaves them."""
-        cdef int64_t nd, nv = self.nvalues, w, i, d, b, s, m, k, npaged
+        cdef int64_t nd, nv = self.nvalues, w, i, d, b, s, k, npaged
         cdef int64_t paged[PAGE_MAX_NDIM]
         cdef int64_t first[PAGE_MAX_NDIM]
         cdef vec_t spare
@@ -488,7 +486,7 @@ cdef class PageCache:
         n = a.shape[0]
         if n == 0:
             return freeze_rows(NULL, 0, nd, self.nvalues,
-                                [d for d in range(nd) if (self.g_exact.data[table] >> d) & 1])
+                               [d for d in range(nd) if (self.g_exact.data[table] >> d) & 1])
         p = &r[0, 0]
         memset(&spare, 0, sizeof(vec_t))
         try:

@@ -11,7 +11,6 @@ the GIL, a bounded number of pages ahead of the thread that puts them.
 It reads the Solver's working memo and page cache through ``_dp.pxd`` and clears the
 persist mark of each entry it puts; the Solver knows nothing of it.
 """
-cimport cython
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free
 from libc.string cimport memcpy, memset
@@ -158,7 +157,7 @@ def persist(Solver solver, flush=None, threaded=None, int64_t ahead=PERSIST_AHEA
             try:
                 solver.pages.bulk_carved += job.carved.data[page]
                 solver.pages.put_page(job.fam.data[page], job.count.data[page], rows,
-                                    job.exact.data[page] >= 0)
+                                      job.exact.data[page] >= 0)
             finally:
                 free(rows)
             for k in range(job.first.data[page], job.first.data[page + 1]):

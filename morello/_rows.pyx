@@ -7,12 +7,11 @@ ones; ``prepare_rows`` does both for one page. A save of a search's results uses
 (``PageCache.put_page``, ``morello._persist``): a few sorts per page instead of a tree
 insert per box. Nothing here needs the GIL or knows a page cache.
 """
-cimport cython
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free
-from libc.string cimport memcpy, memmove, memset
+from libc.string cimport memcpy, memset
 
-from morello._vec cimport _grow, _push, _reserve, _sort_pairs, _vec_free, vec_t
+from morello._vec cimport _grow, _reserve, _sort_pairs, _vec_free, vec_t
 
 
 cdef extern from "<stdlib.h>" nogil:
@@ -41,7 +40,7 @@ cdef int _by_cols(const void* a, const void* b, void* arg) noexcept nogil:
 
 
 cdef int sort_rows_by(int64_t* rows, int64_t n, int64_t w, const int64_t* cols,
-                       int64_t ncols, int64_t* idx) noexcept nogil:
+                      int64_t ncols, int64_t* idx) noexcept nogil:
     """Sort the row indices 0..n-1 into ``idx`` by the columns ``cols`` (thread-safe:
     persist's row thread merges rows while the putting thread freezes pages)."""
     cdef sort_by_t by
@@ -129,7 +128,7 @@ cdef int64_t _merge_runs(int64_t* rows, int64_t n, int64_t ndim, int64_t nvalues
     groups of two or more are copied (copying every row twice was a tenth of the write
     after a 1024^3 search)."""
     cdef int64_t w = 2 * ndim + nvalues, i = 0, j, k, c, d, m, before, merged, out = 0
-    cdef int64_t ncols = 0, cap = 0, slot
+    cdef int64_t ncols = 0, cap = 0, slot, _pass
     cdef int64_t cols[2 * PAGE_MAX_NDIM + 16]
     cdef uint64_t h
     cdef uint64_t* pairs = NULL
@@ -166,7 +165,7 @@ cdef int64_t _merge_runs(int64_t* rows, int64_t n, int64_t ndim, int64_t nvalues
                     memcpy(&tmp[k * w], &rows[pairs[2 * (i + k) + 1] * w],
                            w * sizeof(int64_t))
                 before = m
-                for k in range(2):
+                for _pass in range(2):
                     merged = 0
                     for d in range(ndim):
                         if (merge >> d) & 1:
@@ -225,7 +224,7 @@ cdef int _push_slab(vec_t* v, const int64_t* e, int64_t w, int64_t c,
 
 
 cdef int carve_rows(int64_t nd, int64_t nvalues, uint64_t exact, int64_t n, int64_t* rows,
-                vec_t* out, int64_t* carved) except -1 nogil:
+                    vec_t* out, int64_t* carved) except -1 nogil:
     """If boxes of a run of rows with the same exact coordinates (one Spec; the
     solver writes a Spec's rows together) overlap, write all rows, made disjoint, to
     ``out`` and return 1 (later rows over earlier ones, MemoTable's rule: safe, as
