@@ -70,6 +70,33 @@ def _cache_bytes() -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class CostParams:
+    """The target's cost constants the native rows apply (``morello._expand``), by name:
+    the Expander reads them into its ``cost_params_t``, whose fields these are."""
+
+    processors: int      # processors a parallel loop divides among
+    par_setup: int       # constant cost of a parallel loop
+    par_iter: int        # cost per parallel iteration
+    gl_run: int          # cost of a main-memory run start
+    gl_ramp: int         # more for a run of ramp_bytes or longer
+    ramp_bytes: int      # (morello.cost.run_cost)
+    streams: int         # runs the prefetchers follow at once
+    sweep_save: int      # per line of a few long runs side by side (cost.sweep_saving)
+    line_bytes: int      # bytes of a cache line
+    sweep_bytes: int     # (morello.cost.SWEEP_BYTES)
+    sweep_dtypes: int    # bit per dtype code of Target.sweep_dtypes
+
+    @classmethod
+    def of(cls, t: Target) -> CostParams:
+        run, ramp = t.run_costs()
+        return cls(processors=t.processors, par_setup=t.parallel_setup_cost,
+                   par_iter=t.parallel_iter_cost, gl_run=run, gl_ramp=ramp,
+                   ramp_bytes=RAMP_BYTES, streams=t.prefetch_streams,
+                   sweep_save=t.sweep_line_saving(), line_bytes=t.line_bytes,
+                   sweep_bytes=SWEEP_BYTES, sweep_dtypes=sum(1 << d.code for d in t.sweep_dtypes))
+
+
+@dataclass(frozen=True, slots=True)
 class Solution:
     """The optimum for one Spec: its cost and the index of the action achieving it."""
 
@@ -110,13 +137,8 @@ class Engine:
                                max(MAX_CHAIN_OPERANDS, *(i.n_operands for i in KINDS.values())),
                                max_kernels, [lvl.counts_registers for lvl in LEVELS],
                                self._table_of)
-        t = target
-        run, ramp = t.run_costs()
         self.expander = Expander(self.graph, self if native else None, self._compile,
-                                 t.processors, t.parallel_setup_cost, t.parallel_iter_cost,
-                                 tile_size_table(t), run, t.prefetch_streams, ramp, RAMP_BYTES,
-                                 t.sweep_line_saving(), t.line_bytes, SWEEP_BYTES,
-                                 sum(1 << d.code for d in t.sweep_dtypes))
+                                 CostParams.of(target), tile_size_table(target))
         self.solver = Solver(self.graph, self.expander)
         self.forms: dict[tuple, int] = {}
         self.form_keys: list[tuple] = []

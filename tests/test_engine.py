@@ -300,3 +300,21 @@ def test_persist_stops_its_row_thread_when_the_writer_fails(tmp_path):
         persist(eng.solver, flush, True)
     assert not any(t.name == "morello-persist-rows" for t in threading.enumerate())
     assert persist(eng.solver, None, False) > 0
+
+
+def test_the_expander_takes_cost_constants_by_name_not_position():
+    """``CostParams`` fills the Expander's ``cost_params_t`` field by field: a field
+    missing from either side is refused, not read as another constant."""
+    import dataclasses
+
+    from morello._expand import Expander
+    from morello.search import CostParams
+
+    eng = Engine(AVX2)
+    fields = dataclasses.asdict(CostParams.of(AVX2))
+    fewer = dataclasses.make_dataclass("Fewer", list(fields)[1:])
+    more = dataclasses.make_dataclass("More", [*fields, "extra"])
+    with pytest.raises(ValueError, match="processors"):
+        Expander(eng.graph, None, eng._compile, fewer(*list(fields.values())[1:]), [])
+    with pytest.raises(TypeError, match="fields"):
+        Expander(eng.graph, None, eng._compile, more(*fields.values(), 0), [])
