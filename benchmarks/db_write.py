@@ -1,5 +1,5 @@
 """The write after a search, paired: one cold search (1024^3 by default), then its write
-(``Store.save`` with ``Solver.persist``) timed in forked children, each holding the same
+(``Store.save`` with ``morello._persist.persist``) timed in forked children, each holding the same
 search state, into fresh files, alternating the configurations ``--rounds`` times. The
 configurations are how ``persist`` builds page rows: ``inline`` (one thread) and
 ``thread-N`` (a second thread, the default where there are two cores, up to N pages
@@ -26,6 +26,7 @@ from pathlib import Path
 def timed_write(eng, target, path: Path, threaded: bool, ahead: int) -> float:
     """The write's seconds, measured in a forked child (the parent's state stays as is)."""
     from morello import db as dbmod
+    from morello._persist import persist
 
     rfd, wfd = os.pipe()
     pid = os.fork()
@@ -36,7 +37,7 @@ def timed_write(eng, target, path: Path, threaded: bool, ahead: int) -> float:
             store = dbmod.Store(path, target)
             t0 = time.perf_counter()
             store.save(eng.pages, eng.table_keys, {}, None, {},
-                       lambda flush: eng.solver.persist(flush, threaded, ahead))
+                       lambda flush: persist(eng.solver, flush, threaded, ahead))
             os.write(wfd, repr(time.perf_counter() - t0).encode())
             code = 0
         finally:
@@ -61,7 +62,7 @@ def main() -> int:
     args = ap.parse_args()
     os.environ.setdefault("MORELLO_CALIBRATION", "builtin")
     import morello
-    from morello._dp import PERSIST_AHEAD
+    from morello._persist import PERSIST_AHEAD
     from morello.memory import parse_target
     from morello.search import Engine
 

@@ -30,7 +30,7 @@ cdef struct frame_t:          # one (logical id, limits) on the DFS stack
 @cython.final
 cdef class Solver:
     cdef readonly SpecGraph graph   # the logical Specs and their forms
-    cdef readonly Expander expander # their actions as rows
+    cdef readonly Expander expander  # their actions as rows
     cdef int64_t L                  # number of memory levels
     cdef int64_t reg[HARD_MAX_LEVELS]  # 1 if level counts registers (no pow2 snapping)
     # per logical id
@@ -38,7 +38,8 @@ cdef class Solver:
     cdef vec_t row_count            # number of template rows
     cdef vec_t memo_head            # first memo entry, -1 if none
     cdef rows_t rows                # template rows: an arena, freed with their frames
-    # the working memo: per logical id, a linked list of limit boxes
+    # the working memo: per logical id, a linked list of limit boxes (morello._persist
+    # reads it with graph and pages, and clears m_persist of what it writes)
     cdef vec_t m_lo                 # L: lower corner (peaks, 0 when unsat)
     cdef vec_t m_hi                 # L: upper corner (limits it was solved at)
     cdef vec_t m_main               # main cost
@@ -51,7 +52,7 @@ cdef class Solver:
     cdef PageCache pages            # or None: results stay in the working memo
     cdef int64_t table_hits         # lookups answered by the tables
     cdef public int64_t specs_solved   # (id, limits) pairs solved
-    cdef public int64_t rows_evaluated # (Spec, action) rows evaluated
+    cdef public int64_t rows_evaluated  # (Spec, action) rows evaluated
 
     cdef int _ensure_ids(self) except -1
     cdef int _compile_rows(self, int64_t i) except -1
@@ -59,4 +60,3 @@ cdef class Solver:
     cdef int64_t _lookup_local(self, int64_t i, const int64_t* limits) noexcept nogil
     cdef int _store(self, frame_t* f) except -1 nogil
     cdef int64_t _from_table(self, int64_t i, const int64_t* limits) except -2
-    cdef int _produce_page(self, void* job, int64_t page) except -1 nogil

@@ -1,5 +1,5 @@
 """Type stub of the DP solver (see _dp.pyx)."""
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import final
 
 from morello._expand import Expander
@@ -7,8 +7,6 @@ from morello._graph import SpecGraph
 from morello._pages import PageCache
 
 _Found = tuple[int, tuple[int, ...], int, int]
-
-PERSIST_AHEAD: int
 
 @final
 class Solver:
@@ -29,5 +27,3 @@ class Solver:
     def attach_pages(self, pages: PageCache | None) -> None: ...
     @property
     def table_hits(self) -> int: ...
-    def persist(self, flush: Callable[[], None] | None = ...,
-                threaded: bool | None = ..., ahead: int = ...) -> int: ...

@@ -17,6 +17,20 @@ cdef struct rows_t:          # template rows of logical Specs (an arena; see mor
     vec_t coef               # per edge: coefficient of the child's main cost
 
 
+cdef struct cost_params_t:    # the cost constants rows apply: morello.search.CostParams
+    int64_t processors        # processors a parallel loop divides among
+    int64_t par_setup         # constant cost of a parallel loop
+    int64_t par_iter          # cost per parallel iteration
+    int64_t gl_run            # cost of a main-memory run start
+    int64_t gl_ramp           # more for a run of ramp_bytes or longer
+    int64_t ramp_bytes        # (morello.cost.run_cost)
+    int64_t streams           # runs the prefetchers follow at once
+    int64_t sweep_save        # per line of a few long runs side by side (cost.sweep_saving)
+    int64_t line_bytes        # bytes of a cache line
+    int64_t sweep_bytes       # (morello.cost.SWEEP_BYTES)
+    int64_t sweep_dtypes      # bit per dtype code of Target.sweep_dtypes
+
+
 cdef int push_row(rows_t* rows, int64_t idx, int64_t cost, int64_t level, int64_t units,
                   int64_t nchildren, const int64_t* children,
                   const int64_t* coefs) except -1 nogil
@@ -28,17 +42,7 @@ cdef class Expander:
     cdef SpecGraph g                # the records and form tables
     cdef object native              # Python: tile, moves, select callbacks
     cdef object compile_cb          # Python: logical id -> flat rows (non-native forms)
-    cdef int64_t processors         # processors a parallel loop divides among
-    cdef int64_t par_setup          # constant cost of a parallel loop
-    cdef int64_t par_iter           # cost per parallel iteration
-    cdef int64_t gl_run             # cost of a main-memory run start
-    cdef int64_t gl_ramp            # more for a run of ramp_bytes or longer
-    cdef int64_t ramp_bytes         # (morello.cost.run_cost)
-    cdef int64_t streams            # runs the prefetchers follow at once
-    cdef int64_t sweep_save         # per line of a few long runs side by side (cost.sweep_saving)
-    cdef int64_t line_bytes         # bytes of a cache line
-    cdef int64_t sweep_bytes        # (morello.cost.SWEEP_BYTES)
-    cdef int64_t sweep_dtypes       # bit per dtype code of Target.sweep_dtypes
+    cdef cost_params_t c            # the target's cost constants (CostParams)
     cdef vec_t tile_sizes           # tile sizes to try, ascending
     cdef vec_t tile_rows_only       # per tile size: 1 if only for a form's row dim
     cdef map_t tile_cache           # (tid, shape[max_rank]) -> tid of the tile + 1

@@ -20,7 +20,9 @@ from libc.stdint cimport int64_t
 from libc.string cimport memcpy
 
 from morello._graph cimport HARD_MAX_OPERANDS, HARD_MAX_RANK, SpecGraph
-from morello._vec cimport _map_free, _map_get, _map_put, _push, _vec_free, vec_t
+from morello._vec cimport _map_free, _map_get, _map_put, _push, _vec_free
+
+import dataclasses
 
 
 cdef int push_row(rows_t* rows, int64_t idx, int64_t cost, int64_t level, int64_t units,
@@ -60,26 +62,17 @@ cdef class Expander:
     flat rows of a non-native form: ``[n_rows, (index, const, own * L, n_children,
     (child, coef) * n_children) * n_rows]``."""
 
-    def __cinit__(self, SpecGraph graph, native, compile_cb, int64_t processors,
-                  int64_t par_setup, int64_t par_iter, tile_sizes, int64_t gl_run,
-                  int64_t streams, int64_t gl_ramp=0, int64_t ramp_bytes=4096,
-                  int64_t sweep_save=0, int64_t line_bytes=64, int64_t sweep_bytes=8192,
-                  int64_t sweep_dtypes=0):
+    def __cinit__(self, SpecGraph graph, native, compile_cb, costs, tile_sizes):
         cdef Py_ssize_t k
         self.g = graph
         self.native = native
         self.compile_cb = compile_cb
-        self.processors = processors
-        self.par_setup = par_setup
-        self.par_iter = par_iter
-        self.gl_run = gl_run
-        self.gl_ramp = gl_ramp
-        self.ramp_bytes = ramp_bytes
-        self.streams = streams
-        self.sweep_save = sweep_save
-        self.line_bytes = line_bytes
-        self.sweep_bytes = sweep_bytes
-        self.sweep_dtypes = sweep_dtypes
+        # By name: a field of CostParams missing from cost_params_t, or the reverse, fails.
+        fields = dataclasses.asdict(costs)
+        self.c = fields
+        if len(fields) != sizeof(cost_params_t) // sizeof(int64_t):
+            raise TypeError(f"CostParams has {len(fields)} fields, cost_params_t "
+                            f"{sizeof(cost_params_t) // sizeof(int64_t)}")
         for k in range(len(tile_sizes)):
             _push(&self.tile_sizes, tile_sizes[k][0])
             _push(&self.tile_rows_only, 1 if tile_sizes[k][1] else 0)
@@ -102,19 +95,19 @@ cdef class Expander:
 
     cdef int _compile_flat(self, int64_t i, rows_t* rows) except -1:
         cdef list flat = self.compile_cb(i)
-        cdef Py_ssize_t pos = 1, r, l, c, n_rows = flat[0], nc
-        for r in range(n_rows):
+        cdef Py_ssize_t pos = 1, _r, _l, _c, n_rows = flat[0], nc
+        for _r in range(n_rows):
             _push(&rows.index, flat[pos])
             _push(&rows.cost, flat[pos + 1])
             pos += 2
-            for l in range(rows.L):
+            for _l in range(rows.L):
                 _push(&rows.own, flat[pos])
                 pos += 1
             nc = flat[pos]
             pos += 1
             _push(&rows.child_start, rows.child.n)
             _push(&rows.child_count, nc)
-            for c in range(nc):
+            for _c in range(nc):
                 _push(&rows.child, flat[pos])
                 _push(&rows.coef, flat[pos + 1])
                 pos += 2
@@ -197,7 +190,7 @@ cdef class Expander:
         if body < 0:
             return 0
         children[0] = body
-        coefs[0] = (full + self.processors - 1) // self.processors if par else full
+        coefs[0] = (full + self.c.processors - 1) // self.c.processors if par else full
         if rem:
             bnd = self._tiled(rec, sdim, rem, serial or par)
             if bnd < 0:
@@ -214,27 +207,27 @@ cdef class Expander:
                 tid = rec[1 + MR + op]
                 tile = g.records.data[body * g.width + 1 + MR + op]
                 if od >= 0 and g.t_stream.data[tid] == od \
-                        and g.t_blocks.data[tile] <= self.streams:
+                        and g.t_blocks.data[tile] <= self.c.streams:
                     run = g.t_run.data[tile]
-                    start = self.gl_run + self.gl_ramp * min(run, self.ramp_bytes) \
-                        // self.ramp_bytes
-                    longer = self.gl_run + self.gl_ramp * min(run * full, self.ramp_bytes) \
-                        // self.ramp_bytes
+                    start = self.c.gl_run + self.c.gl_ramp * min(run, self.c.ramp_bytes) \
+                        // self.c.ramp_bytes
+                    longer = self.c.gl_run + self.c.gl_ramp * min(run * full, self.c.ramp_bytes) \
+                        // self.c.ramp_bytes
                     disc += ((full - 1) * start - (longer - start)) * g.t_blocks.data[tile]
                     if g.t_blocks.data[tid] == 1 and 0 <= g.t_dtype.data[tid] < 63 \
-                            and (self.sweep_dtypes >> g.t_dtype.data[tid]) & 1:
+                            and (self.c.sweep_dtypes >> g.t_dtype.data[tid]) & 1:
                         disc += self._sweep_saving(run * full, g.t_blocks.data[tile]) \
                             - full * self._sweep_saving(run, g.t_blocks.data[tile])
-        push_row(rows, idx, self.par_setup + self.par_iter * coefs[0] if par
+        push_row(rows, idx, self.c.par_setup + self.c.par_iter * coefs[0] if par
                  else -disc, 0, 0, nch, children, coefs)
         return 0
 
     cdef int64_t _sweep_saving(self, int64_t run, int64_t blocks) noexcept nogil:
         """morello.cost.sweep_saving."""
-        if self.sweep_save <= 0 or run < self.sweep_bytes or blocks < 2 \
-                or blocks > self.streams // 2:
+        if self.c.sweep_save <= 0 or run < self.c.sweep_bytes or blocks < 2 \
+                or blocks > self.c.streams // 2:
             return 0
-        return self.sweep_save * blocks * (run // self.line_bytes)
+        return self.c.sweep_save * blocks * (run // self.c.line_bytes)
 
     cdef int _compile_native(self, int64_t i, rows_t* rows) except -1:
         """The rows of logical id ``i``, family by family in ``rewrites.actions`` order;

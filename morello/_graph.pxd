@@ -23,8 +23,8 @@ cdef class SpecGraph:
     cdef int64_t reg[HARD_MAX_LEVELS]      # 1 if a level counts registers (no pow2)
     # records: [form, shape[max_rank] (0-padded), tids[max_operands] (-1), serial]
     cdef int64_t* islots                   # the index, record -> logical id: slots of
-    cdef int64_t icap                      #   pw packed key words and id + 1 (0: empty),
-    cdef int64_t pw                        #   icap of them (a power of two, or 0)
+    cdef int64_t icap                      # ... pw packed key words and id + 1 (0: empty),
+    cdef int64_t pw                        # ... icap of them (a power of two, or 0)
     cdef map_t wide                        # records with a field beyond 32 bits -> id
     cdef vec_t records                     # width ints per logical id
     cdef vec_t id_table                    # per logical id: its persistent table, or -1

@@ -94,27 +94,27 @@ cdef class SpecGraph:
     cdef int _ensure_forms(self, int64_t n) except -1:
         """Grow the form tables to ``n`` forms (new rows hold defaults)."""
         cdef vec_t* one[13]
-        cdef int64_t j, k
+        cdef int64_t k, _j, _k
         one[:] = [&self.f_rank, &self.f_nops, &self.f_native, &self.f_member, &self.f_reads,
                   &self.f_writes, &self.f_out, &self.f_nout, &self.f_row_dim, &self.f_accum,
                   &self.f_fill, &self.f_nsplit, &self.f_nkernels]
         while self.n_forms < n:
             for k in range(13):
                 _push(one[k], -1 if k >= 8 and k <= 10 else 0)
-            for j in range(self.max_rank):
+            for _j in range(self.max_rank):
                 _push(&self.f_outdims, -1)
                 _push(&self.f_split, -1)
-            for j in range(self.max_operands):
+            for _j in range(self.max_operands):
                 _push(&self.f_move, -1)
                 _push(&self.f_oprank, 0)
-            for j in range(self.max_operands * self.max_rank):
+            for _j in range(self.max_operands * self.max_rank):
                 _push(&self.f_opdim, -1)
                 _push(&self.f_opsrc, -1)
                 _push(&self.f_opconst, 0)
-            for j in range(self.max_kernels):
+            for _j in range(self.max_kernels):
                 _push(&self.f_kunit, 0)
                 _push(&self.f_kvrf, 0)
-                for k in range(self.max_operands):
+                for _k in range(self.max_operands):
                     _push(&self.f_klev, -1)
                     _push(&self.f_kdt, -1)
             self.n_forms += 1
@@ -211,7 +211,7 @@ cdef class SpecGraph:
         """Attributes of tensor ``tid`` (ids are dense: 0, 1, ...); ``level``: its level's
         int (-1: unknown, which no kernel's level hint excludes); ``run_bytes``: the
         length of each of its contiguous runs in main memory."""
-        cdef int64_t j
+        cdef int64_t _j
         if not -1 <= level < 63:
             raise ValueError(f"level {level} out of range")
         while self.t_par.n <= tid:
@@ -222,7 +222,7 @@ cdef class SpecGraph:
             _push(&self.t_blocks, 0)
             _push(&self.t_run, 0)
             _push(&self.t_dtype, -1)
-            for j in range(4):
+            for _j in range(4):
                 _push(&self.t_coord, 0)
         self.t_par.data[tid] = parallel_ok
         self.t_vrf.data[tid] = vrf
@@ -415,7 +415,7 @@ cdef class SpecGraph:
         """The coordinates of (id, limits) in its table (``morello.coords.spec_point``);
         returns the table, or -1 if it has none."""
         cdef const int64_t* r = self.records.data + i * self.width
-        cdef int64_t form = r[0], n = 0, op, j, l, v, tid
+        cdef int64_t form = r[0], n = 0, op, j, tid
         if self.f_member.data[form] >= 0:
             out[n] = self.f_member.data[form]
             n += 1

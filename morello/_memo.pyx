@@ -35,7 +35,7 @@ cimport cython
 from cpython.number cimport PyNumber_Index
 from libc.stdint cimport INT64_MAX, int64_t, uint8_t
 from libc.math cimport log
-from libc.stdlib cimport free, realloc
+from libc.stdlib cimport free
 from libc.string cimport memcpy, memset
 
 import numpy as np

@@ -9,14 +9,14 @@ C-level contract (cimported by morello._dp, keep stable): ``lookup(table, point,
 lo, hi)`` finds the box holding ``point`` (loading its page) and copies its value row and
 corners, returning 1, or returns 0; ``put(table, lo, hi, val)`` stores a box (splitting it
 along page boundaries); ``put_page(table, n, rows)`` stores the rows ``[lo, hi, val]`` of
-one page, in bulk when they are its first new boxes. Both take points of the table's ``ndim`` coordinates. Pages read
-from the store are FrozenPages (compact, read-only); a put turns its page into a
-MemoTable.
+one page, in bulk when they are its first new boxes. Both take points of the table's
+``ndim`` coordinates. Pages read from the store are FrozenPages (``morello._frozen``:
+compact, read-only); a put turns its page into a MemoTable.
 """
 cimport cython
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
-from morello._memo cimport MemoTable
+from morello._rows cimport PAGE_MAX_NDIM
 from morello._vec cimport map_t, vec_t
 
 cdef extern from *:
@@ -24,7 +24,6 @@ cdef extern from *:
 
 
 cdef enum:
-    PAGE_MAX_NDIM = 32       # most coordinates of a point (morello._memo MAX_NDIM)
     KEY_WIDTH = 33           # a page key: table, then one page coordinate per dim
     MIN_BLOCK = -63          # blocks below 0 page by bit length (see page_of)
 
@@ -56,29 +55,6 @@ cdef inline int64_t page_end(int64_t page, int64_t block) noexcept nogil:
     if block < 0 and page - block - 1 < 63:
         return ((<int64_t>1) << (page - block - 1)) - 1
     return 0x7FFFFFFFFFFFFFFF
-
-
-
-@cython.final
-cdef class FrozenPage:
-    cdef readonly int64_t n                  # boxes
-    cdef readonly int64_t ndim               # coordinates of a point
-    cdef readonly int64_t nvalues            # int64 per value row
-    cdef readonly uint64_t exact_dims        # bit d: every box is one point in dim d
-    cdef bytes payload                       # the columns (morello.pageblob), kept alive
-    cdef const unsigned char* data           # payload's bytes
-    cdef int64_t width[2 * PAGE_MAX_NDIM + 16]   # per column: bytes per entry
-    cdef int64_t offset[2 * PAGE_MAX_NDIM + 16]  # per column: its first byte
-    cdef int64_t key[PAGE_MAX_NDIM]          # the exact dims that vary: the boxes' order
-    cdef int64_t nkeys                       # how many
-    cdef int64_t fixed[PAGE_MAX_NDIM]        # the exact dims of one value in every box
-    cdef int64_t nfixed                      # how many
-
-    cdef int64_t col(self, int64_t c, int64_t i) noexcept nogil
-    cdef void _column(self, int64_t c, int64_t* out) noexcept nogil
-    cdef int _permute(self, const int64_t* idx) except -1
-    cdef int64_t _cmp_point(self, const int64_t* pt, int64_t b) noexcept nogil
-    cdef int64_t locate(self, const int64_t* pt) noexcept nogil
 
 
 @cython.final
@@ -131,7 +107,6 @@ cdef class PageCache:
     cdef int _put_in_page(self, int64_t table, const int64_t* lo, const int64_t* hi,
                           const int64_t* val) except -1
     cdef uint64_t _merge_mask(self, int64_t table) noexcept
-    cdef int _sort_exact(self, int64_t table, int64_t n, int64_t* rows) except -1
     cdef int put_page(self, int64_t table, int64_t n, int64_t* rows,
                       bint prepared=*) except -1
     cdef object _bulk(self, int64_t table, int64_t* n, int64_t** rows, vec_t* spare,
@@ -145,8 +120,3 @@ cdef class PageCache:
     cdef inline bint has_pages(self, int64_t table) noexcept:
         return 0 <= table < self.g_pages.n and (self.g_pages.data[table] > 0
                                                 or self.g_lazy.data[table] != 0)
-
-
-cdef int64_t prepare_rows(int64_t nd, int64_t nvalues, uint64_t exact, uint64_t merge,
-                          int64_t n, int64_t** rows, vec_t* spare,
-                          int64_t* carved) except -1 nogil

@@ -303,7 +303,7 @@ def merge_dims(key: tuple) -> tuple[int, ...]:
 
 def exact_dims(key: tuple) -> tuple[int, ...]:
     """The coordinates in which every stored box of table ``key`` is a single point: all
-    but the merged ones and the memory limits (``morello._pages.FrozenPage`` indexes
+    but the merged ones and the memory limits (``morello._frozen.FrozenPage`` indexes
     them; a stored page with a box spanning one of them is refused)."""
     merged = set(merge_dims(key))
     return tuple(d for d, s in enumerate(segments(key))

@@ -148,7 +148,7 @@ def unpack(blob: bytes, ndim: int, nvalues: int) -> tuple[bytes, bytes, int]:
 
 def decode_raw(blob: bytes, ndim: int, nvalues: int):
     """``decode``, and also the uncompressed payload and its column widths (what a
-    ``morello._pages.FrozenPage`` reads)."""
+    ``morello._frozen.FrozenPage`` reads)."""
     payload, widths, n = unpack(blob, ndim, nvalues)
     ncols = 2 * ndim + nvalues
     cols = np.empty((ncols, n), np.int64)

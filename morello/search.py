@@ -16,6 +16,7 @@ from morello._dp import Solver
 from morello._expand import Expander
 from morello._graph import SpecGraph
 from morello._pages import PageCache
+from morello._persist import persist
 from morello.compose import MAX_CHAIN_OPERANDS, MAX_CHAIN_RANK, Chain
 from morello.coords import (
     exact_dims,
@@ -36,11 +37,9 @@ from morello.rewrites.decompose import DECOMPOSITIONS
 from morello.rewrites.move import operand_moves, view_cost
 from morello.rewrites.tile import tile_size_table
 from morello.specs import Spec
+from morello.store.format import NVALUES  # a memo value is a stored box's value row
 from morello.tensorspec import TensorSpec
 
-NL = len(LEVELS)
-# A memo value: main cost per unit volume (numerator, denominator), peaks, depth, action.
-NVALUES = 2 + NL + 2
 UNBOUNDED = MemoryLimits(tuple(1 << 40 for _ in LEVELS))
 _DTYPES = list(Dtype)
 
@@ -68,6 +67,33 @@ def _cache_bytes() -> int:
     if not 0 <= mib <= 1 << 20:
         raise MorelloError(f"MORELLO_DB_CACHE_MB must be in 0..{1 << 20}, got {mib}")
     return mib << 20
+
+
+@dataclass(frozen=True, slots=True)
+class CostParams:
+    """The target's cost constants the native rows apply (``morello._expand``), by name:
+    the Expander reads them into its ``cost_params_t``, whose fields these are."""
+
+    processors: int      # processors a parallel loop divides among
+    par_setup: int       # constant cost of a parallel loop
+    par_iter: int        # cost per parallel iteration
+    gl_run: int          # cost of a main-memory run start
+    gl_ramp: int         # more for a run of ramp_bytes or longer
+    ramp_bytes: int      # (morello.cost.run_cost)
+    streams: int         # runs the prefetchers follow at once
+    sweep_save: int      # per line of a few long runs side by side (cost.sweep_saving)
+    line_bytes: int      # bytes of a cache line
+    sweep_bytes: int     # (morello.cost.SWEEP_BYTES)
+    sweep_dtypes: int    # bit per dtype code of Target.sweep_dtypes
+
+    @classmethod
+    def of(cls, t: Target) -> CostParams:
+        run, ramp = t.run_costs()
+        return cls(processors=t.processors, par_setup=t.parallel_setup_cost,
+                   par_iter=t.parallel_iter_cost, gl_run=run, gl_ramp=ramp,
+                   ramp_bytes=RAMP_BYTES, streams=t.prefetch_streams,
+                   sweep_save=t.sweep_line_saving(), line_bytes=t.line_bytes,
+                   sweep_bytes=SWEEP_BYTES, sweep_dtypes=sum(1 << d.code for d in t.sweep_dtypes))
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,13 +137,8 @@ class Engine:
                                max(MAX_CHAIN_OPERANDS, *(i.n_operands for i in KINDS.values())),
                                max_kernels, [lvl.counts_registers for lvl in LEVELS],
                                self._table_of)
-        t = target
-        run, ramp = t.run_costs()
         self.expander = Expander(self.graph, self if native else None, self._compile,
-                                 t.processors, t.parallel_setup_cost, t.parallel_iter_cost,
-                                 tile_size_table(t), run, t.prefetch_streams, ramp, RAMP_BYTES,
-                                 t.sweep_line_saving(), t.line_bytes, SWEEP_BYTES,
-                                 sum(1 << d.code for d in t.sweep_dtypes))
+                                 CostParams.of(target), tile_size_table(target))
         self.solver = Solver(self.graph, self.expander)
         self.forms: dict[tuple, int] = {}
         self.form_keys: list[tuple] = []
@@ -351,7 +372,7 @@ class Engine:
     def persist(self, flush: Callable[[], None] | None = None) -> int:
         """Write new results into the pages, page by page, calling ``flush()`` after each
         (``Store.save`` writes them then)."""
-        return self.solver.persist(flush)
+        return persist(self.solver, flush)
 
     def lookup(self, spec: Spec) -> Solution | None:
         """The stored optimum of ``spec`` (None if unsatisfiable); KeyError if unsolved."""

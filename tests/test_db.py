@@ -207,8 +207,9 @@ def test_pages_of_many_parts_are_compacted_and_keep_every_result(tmp_path, monke
     import sqlite3
 
     from morello import db as dbmod
+    from morello.store import file as store_file
 
-    monkeypatch.setattr(dbmod, "MAX_PARTS", 3)
+    monkeypatch.setattr(store_file, "MAX_PARTS", 3)
     db = tmp_path / "t.sqlite"
     for n in range(1, 11):
         morello.synthesize(morello.matmul(n, n + 1, 2), db=db)
@@ -243,7 +244,7 @@ def _simulate_saves(dbmod, saves, max_parts):
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(0, 5000), min_size=1, max_size=300), st.integers(2, 10))
 def test_merges_take_the_newest_parts_and_keep_fewer_than_max_parts(saves, max_parts):
-    from morello import db as dbmod
+    from morello.store import file as dbmod
 
     old = dbmod.MAX_PARTS
     dbmod.MAX_PARTS = max_parts  # (hypothesis runs many examples per fixture)
@@ -257,7 +258,7 @@ def test_merges_take_the_newest_parts_and_keep_fewer_than_max_parts(saves, max_p
 def test_small_saves_rewrite_each_box_a_few_times_not_once_per_compaction(monkeypatch):
     """500 saves of 10 boxes into one page: each box is rewritten about 4 times
     (compacting the whole page at every MAX_PARTS-th save rewrote each about 36 times)."""
-    from morello import db as dbmod
+    from morello.store import file as dbmod
 
     monkeypatch.setattr(dbmod, "MAX_PARTS", 8)
     _, rewritten = _simulate_saves(dbmod, [10] * 500, 8)
@@ -265,7 +266,7 @@ def test_small_saves_rewrite_each_box_a_few_times_not_once_per_compaction(monkey
 
 
 def test_a_small_save_does_not_rewrite_a_large_part():
-    from morello import db as dbmod
+    from morello.store import file as dbmod
 
     stored = [(9, 40), (8, 30_000)] + [(v, 10 ** 6) for v in range(7, 7 - dbmod.MAX_PARTS, -1)]
     stored = stored[:dbmod.MAX_PARTS - 1]
@@ -283,17 +284,18 @@ def _pages_out_of_exact_order(path) -> int:
     coordinates (the order a FrozenPage searches: one stored so is not sorted again)."""
     import sqlite3
 
-    from morello import db as dbmod
     from morello import pageblob
+    from morello.store import validate
+    from morello.store.format import NVALUES
 
     bad = 0
     with sqlite3.connect(path) as c:
-        tables = {tid: (dbmod._table_key(key), ndim)
+        tables = {tid: (validate._table_key(key), ndim)
                   for tid, key, ndim in c.execute("SELECT id, key, ndim FROM tables")}
         for tid, data in c.execute("SELECT tbl, data FROM pages"):
             key, ndim = tables[tid]
-            lo, _, _ = pageblob.decode(data, ndim, dbmod._nvalues())
-            rows = [tuple(r) for r in lo[:, list(dbmod._key_dims(key)[1])].tolist()]
+            lo, _, _ = pageblob.decode(data, ndim, NVALUES)
+            rows = [tuple(r) for r in lo[:, list(validate._key_dims(key)[1])].tolist()]
             bad += rows != sorted(rows)
     c.close()
     return bad

@@ -46,6 +46,9 @@ from morello.impl import replay
 from morello.memory import LEVELS, parse_target
 from morello.rewrites import actions
 from morello.search import NVALUES, Engine
+from morello.store import file as store_file
+from morello.store import format as store_format
+from morello.store import validate as store_validate
 
 SIZES = (4, 4, 4)
 SYNTH = ["synth", "matmul", *map(str, SIZES), "-q"]
@@ -244,7 +247,7 @@ def locate(conn: sqlite3.Connection, spec):
     t, pt = eng.graph.point_of(i, spec.limits.units)
     key = eng.table_keys[t]
     tid, ndim, blocks = conn.execute("SELECT id, ndim, blocks FROM tables WHERE key = ?",
-                                     (dbmod._table_key_text(key),)).fetchone()
+                                     (store_format._table_key_text(key),)).fetchone()
     found = []
     for pb, data in conn.execute("SELECT page, data FROM pages WHERE tbl = ?", (tid,)):
         lo, hi, values = pageblob.decode(data, ndim, NVALUES)
@@ -383,7 +386,7 @@ def _random(n: int, seed: int) -> bytes:
 RANDOM_FILES = {
     "random": lambda good: _random(3 * 4096, 1),
     "random-small": lambda good: _random(37, 2),
-    "sqlite-magic-then-random": lambda good: dbmod._SQLITE_MAGIC + _random(3 * 4096, 3),
+    "sqlite-magic-then-random": lambda good: store_format._SQLITE_MAGIC + _random(3 * 4096, 3),
     "sqlite-header-then-random": lambda good: good[:100] + _random(len(good) - 100, 4),
     "first-page-then-random": lambda good: good[:4096] + _random(len(good) - 4096, 5),
     "first-page-then-zeros": lambda good: good[:4096] + bytes(len(good) - 4096),
@@ -401,7 +404,7 @@ def test_random_bytes(tmp_path, good_bytes, capsys, kind):
 
 
 def test_random_bytes_cli(tmp_path):
-    path = write(tmp_path, dbmod._SQLITE_MAGIC + _random(3 * 4096, 3))
+    path = write(tmp_path, store_format._SQLITE_MAGIC + _random(3 * 4096, 3))
     proc, _ = run_cli([*SYNTH, "--db", path], tmp_path)
     assert_cli_refused(proc, "not a morello database|corrupt")
 
@@ -642,7 +645,7 @@ def _overlapping(lo, hi, values, box, key, blocks):
 
 
 def _beyond_limits(lo, hi, values, box, key, blocks):
-    bounds = dbmod.coordinate_bounds(key, target())
+    bounds = store_validate.coordinate_bounds(key, target())
     hi[box, -1] = bounds[-1] + 1  # the last coordinate: a memory limit
     return lo, hi, values
 
@@ -1099,7 +1102,7 @@ ROOTS = {
     "trace-huge-index": ("UPDATE roots SET trace = '[" + "9" * 400 + "]'", None),
     "trace-deep-json": ("UPDATE roots SET trace = ?", ("[" * 100_000 + "]" * 100_000,)),
     "trace-huge-string": ("UPDATE roots SET trace = ?",
-                          ("[" + "1, " * (dbmod.MAX_TRACE // 3 + 10) + "1]",)),
+                          ("[" + "1, " * (store_format.MAX_TRACE // 3 + 10) + "1]",)),
     "trace-blob": ("UPDATE roots SET trace = X'5b315d'", None),
     "trace-shifted": ("UPDATE roots SET trace = (SELECT json_group_array(value + 1) "
                       "FROM json_each(roots.trace))", None),
@@ -1269,7 +1272,7 @@ def _read_only(monkeypatch, path: Path, tmp_path: Path) -> str:
     path.chmod(0o444)
     if _writes_are_refused(path):
         return "chmod"
-    monkeypatch.setattr(dbmod, "_writable", lambda p, exists: False)
+    monkeypatch.setattr(store_file, "_writable", lambda p, exists: False)
     return "simulated"
 
 

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 import morello
 from morello.cost import writeback_cost
-from morello.db import _target_named
 from morello.kernels.avx2 import BY_NAME
 from morello.memory import AVX2, Level
 from morello.rewrites.move import Move, operand_moves, view_cost
+from morello.store.tools import _target_named
 from morello.tensorspec import fresh
 
 # AVX2 with a 1 MiB last-level cache: small problems then count as larger than it.

@@ -260,10 +260,10 @@ def _saved_pages(path):
 
 
 def test_persist_with_the_row_thread_writes_what_one_thread_writes(tmp_path):
-    """``Solver.persist`` builds page rows on a second thread (more pages than it may run
+    """``persist`` builds page rows on a second thread (more pages than it may run
     ahead of the writer, so it also waits for it); the file is byte for byte the one a
     single thread writes, and the Engine then holds nothing more to persist."""
-    from morello._dp import PERSIST_AHEAD
+    from morello._persist import PERSIST_AHEAD, persist
     from morello.db import Store
 
     spec = morello.matmul(48, 40, 56)
@@ -276,8 +276,8 @@ def test_persist_with_the_row_thread_writes_what_one_thread_writes(tmp_path):
         counts = []
         store.save(eng.pages, eng.table_keys, {}, None, eng.store_ids,
                    lambda flush, e=eng, t=threaded, a=ahead, c=counts:
-                   c.append(e.solver.persist(flush, t, a)))
-        assert counts[0] > 0 and eng.solver.persist(None, threaded) == 0
+                   c.append(persist(e.solver, flush, t, a)))
+        assert counts[0] > 0 and persist(eng.solver, None, threaded) == 0
         written[threaded, ahead] = _saved_pages(path)
     assert len(written[False, 1]) > 8 * PERSIST_AHEAD  # the thread waits for the writer
     assert written[True, PERSIST_AHEAD] == written[False, 1] == written[True, 1]
@@ -288,6 +288,7 @@ def test_persist_stops_its_row_thread_when_the_writer_fails(tmp_path):
     thread stopped and joined; the entries of pages not put are still to persist."""
     import threading
 
+    from morello._persist import persist
     from morello.db import Store
 
     store = Store(tmp_path / "t.sqlite", AVX2)
@@ -301,6 +302,24 @@ def test_persist_stops_its_row_thread_when_the_writer_fails(tmp_path):
             raise OSError("disk full")
 
     with pytest.raises(OSError, match="disk full"):
-        eng.solver.persist(flush, True)
+        persist(eng.solver, flush, True)
     assert not any(t.name == "morello-persist-rows" for t in threading.enumerate())
-    assert eng.solver.persist(None, False) > 0
+    assert persist(eng.solver, None, False) > 0
+
+
+def test_the_expander_takes_cost_constants_by_name_not_position():
+    """``CostParams`` fills the Expander's ``cost_params_t`` field by field: a field
+    missing from either side is refused, not read as another constant."""
+    import dataclasses
+
+    from morello._expand import Expander
+    from morello.search import CostParams
+
+    eng = Engine(AVX2)
+    fields = dataclasses.asdict(CostParams.of(AVX2))
+    fewer = dataclasses.make_dataclass("Fewer", list(fields)[1:])
+    more = dataclasses.make_dataclass("More", [*fields, "extra"])
+    with pytest.raises(ValueError, match="processors"):
+        Expander(eng.graph, None, eng._compile, fewer(*list(fields.values())[1:]), [])
+    with pytest.raises(TypeError, match="fields"):
+        Expander(eng.graph, None, eng._compile, more(*fields.values(), 0), [])

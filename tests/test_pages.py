@@ -289,7 +289,7 @@ def test_a_blob_with_a_valid_checksum_but_lying_sizes_is_refused():
 
 
 def test_constant_columns_are_stored_once():
-    from morello._pages import FrozenPage
+    from morello._frozen import FrozenPage
 
     lo = np.array([[5, 0, 2], [5, 1, 2], [5, 2, 2]], np.int64)
     hi = lo + np.array([0, 0, 3])
@@ -334,7 +334,7 @@ def exact_page_st(draw):
 def test_a_frozen_page_in_any_order_finds_every_point_like_a_scan(case):
     """Stored parts in any order (the store writes them sorted by their exact
     coordinates; older files did not) are sorted when loaded and answer every point."""
-    from morello._pages import FrozenPage
+    from morello._frozen import FrozenPage
 
     (lo, hi, values), exact, scale = case
     ndim, nvalues = lo.shape[1], values.shape[1]
@@ -352,7 +352,7 @@ def test_a_frozen_page_in_any_order_finds_every_point_like_a_scan(case):
 
 
 def test_overlapping_boxes_of_one_exact_point_are_refused_in_any_order():
-    from morello._pages import FrozenPage
+    from morello._frozen import FrozenPage
 
     lo = np.array([[1, 0], [0, 0], [1, 3]], np.int64)
     hi = np.array([[1, 4], [0, 9], [1, 5]], np.int64)  # rows 0 and 2 overlap at (1, 3..4)
