@@ -11,11 +11,10 @@ import os
 import sqlite3
 from pathlib import Path
 
-from morello import pageblob
+from morello import pageblob, targets
 from morello._memo import MemoTable
 from morello.coords import merge_dims, point_len
 from morello.errors import DatabaseError
-from morello.memory import TARGETS
 from morello.store.file import Store, _exact_order, _reason
 from morello.store.format import MAX_ROOT_TEXT, MAX_TRACE, NVALUES, VERSION, _page_bytes
 from morello.store.validate import _check_path, _table_key, valid_trace
@@ -25,7 +24,7 @@ def _target_named(key_text: str):
     """The Target a context's key names (``avx2@...``, ``avx2-2t@...``,
     ``avx2-dram@...``, ``avx2-llc@...``), or None."""
     parts = key_text.split("@")[0].split("-") if isinstance(key_text, str) else [""]
-    tgt = TARGETS.get(parts[0])
+    tgt = targets.all().get(parts[0])
     if tgt is not None and "dram" in parts[1:]:
         tgt = tgt.in_dram()
     if tgt is not None and "llc" in parts[1:]:
