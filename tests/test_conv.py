@@ -151,8 +151,9 @@ def test_bad_convs_are_refused_in_one_line(args, msg):
     (["matmul", "4", "4", "4", "--pad", "1"], "for conv only"),
     (["conv", "1", "3", "5", "5", "2", "3", "3", "--batch", "2"], "the batch is N"),
 ])
-def test_the_cli_refuses_bad_convs_with_status_2(argv, msg):
+def test_the_cli_refuses_bad_convs_with_status_2(argv, msg, tmp_path):
+    # From another directory: a clone's root first on sys.path would be the source tree.
     r = subprocess.run([sys.executable, "-m", "morello", "synth", *argv, "-q"],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 2, r.stderr
     assert msg in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
