@@ -75,6 +75,30 @@ def test_every_emitted_conv_matches_numpy(case, layout, tmp_path):
     assert ok, err
 
 
+@pytest.mark.parametrize("case", [
+    (1, 3, 6, 7, 4, 3, 3, 1, 1),    # a padded 3x3
+    (2, 3, 5, 6, 3, 3, 2, 1, 0),    # unpadded, a 3x2 kernel, a batch
+    (1, 4, 7, 7, 6, 1, 1, 1, 0),    # 1x1: W @ X in place (nchw)
+    (1, 8, 6, 5, 17, 2, 3, 1, 1),   # filters beyond one vector, an even kernel
+    (1, 5, 9, 8, 16, 5, 5, 1, 2),   # 5x5 pad 2: a border wider than one
+], ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("variant", ["rows", "wide", "nchw"])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.isa("avx2", "fma")
+def test_every_lowering_matches_numpy(case, variant, layout):
+    """Each lowering forced at the root (the search may prefer another) is still right."""
+    n, c, h, w, f, kh, kw, stride, pad = case
+    spec = morello.conv2d(n, c, h, w, f, kh, kw, stride=stride, pad=pad, layout=layout)
+    lower = ConvLower(variant)
+    if lower.expand(spec, AVX2) is None:
+        assert (variant, layout) == ("nchw", "nhwc") or (variant == "wide" and kh == kw == 1
+                                                          and not pad)
+        return
+    prog = morello.schedule(spec, [lower])
+    ok, err = prog.verify()
+    assert ok, err
+
+
 @pytest.mark.isa("avx2", "fma")
 def test_the_callable_takes_torch_shaped_arrays_and_channels_last_ones(tmp_path):
     rng = np.random.default_rng(1)
@@ -120,9 +144,9 @@ def test_the_lowering_s_cost_is_its_children_s():
     assert kinds == ["Fill", "Move", "Move", "Fill", "MatmulAccum", "Move"]
     mm = exp.children[kinds.index("MatmulAccum")]
     assert mm.shape == (1, 6, 9, 4) and exp.coefs[kinds.index("MatmulAccum")] == 2 * 6 * 3
-    assert ConvLower(merged=True).expand(spec, AVX2) is None  # only 1x1, stride 1, no pad
+    assert ConvLower("merged").expand(spec, AVX2) is None  # only 1x1, stride 1, no pad
     flat = morello.conv2d(1, 8, 5, 5, 4, 1, 1, layout="nhwc")
-    exp = ConvLower(merged=True).expand(flat, AVX2)
+    exp = ConvLower("merged").expand(flat, AVX2)
     assert [c.kind.info.title for c in exp.children] == ["Fill", "MatmulAccum"]
     assert exp.children[1].shape == (1, 25, 8, 4)  # in place: no copies
 

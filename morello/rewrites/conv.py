@@ -16,6 +16,19 @@ solves (an NCHW image to NHWC, OIHW filters to HWIO, the NHWC result back to NCH
 
 ``merged`` (1x1 filters, stride 1, no padding): the output pixels of an image are one
 contiguous run in NHWC, so one matmul ``[1, OH*OW, C, F]`` per image.
+
+``wide`` (stride 1): the output is computed on the padded image's grid, ``WP = OW + FW - 1``
+columns a row, of which the last ``FW - 1`` are discarded. Pixel ``m = oh*WP + ow`` of that
+grid reads ``xp`` at ``(m + fh*WP)*C + (fw, c)``: one step ``C`` for every pixel, so each
+filter row is a single matmul ``[1, OH*WP - FW + 1, FW*C, F]`` per image whose M the search
+tiles like any matmul's (the spatial tiling, halo included, is the tiling of M), at the
+price of ``(FW - 1) / WP`` extra work and a copy of the valid columns out.
+
+``nchw`` (stride 1): the same grid with the channels outermost, as torch's tensors are:
+for each tap ``(fh, fw)``, ``out[f, m] += W[fh, fw][f, c] @ xp[c, m + fh*WP + fw]``, a matmul
+``[1, F, C, OH*WP - FW + 1]`` whose right operand is the padded NCHW image read in place
+(rows ``HP*WP`` apart). No transposes: a 1x1 unpadded conv is ``W @ X`` on the caller's
+arrays, and a padded one copies only the border in.
 """
 from __future__ import annotations
 
@@ -38,6 +51,10 @@ NHWC = Layout(tuple(PhysDim(d) for d in (0, 2, 3, 1)))
 HWIO = Layout(tuple(PhysDim(d) for d in (2, 3, 1, 0)))
 
 _KINDS = (PrimKind.CONV, PrimKind.CONV_ACCUM)
+VARIANTS = ("rows", "merged", "wide", "nchw")
+NCHW = Layout(tuple(PhysDim(d) for d in range(4)))
+# The filters as [fh, fw, f, c]: each tap an [F, C] matrix.
+HWOI = Layout(tuple(PhysDim(d) for d in (2, 3, 0, 1)))
 
 
 def _as(t: TensorSpec, layout: Layout) -> TensorSpec:
@@ -59,18 +76,28 @@ class _Plan:
 
 @dataclass(frozen=True, slots=True)
 class ConvLower:
-    """Lower a Conv (ConvAccum) to matmuls over output rows; ``merged``: over whole
-    images (1x1 filters, stride 1, no padding)."""
+    """Lower a Conv (ConvAccum) to matmuls: ``rows`` over output rows; ``merged`` over
+    whole images (1x1 filters, stride 1, no padding); ``wide`` over whole images on the
+    padded grid (stride 1)."""
 
-    merged: bool = False
+    variant: str = "rows"
+
+    @property
+    def merged(self) -> bool:
+        return self.variant == "merged"
 
     def plan(self, spec: Spec, target: Target) -> _Plan | None:
         if spec.kind not in _KINDS or any(o.level is not Level.GL for o in spec.operands):
             return None
+        if self.variant == "nchw":
+            return _plan_nchw(spec)
         stride, pad = spec.params[:2]
         b, f, c, oh, ow, fh, fw = spec.shape
         if self.merged and not (fh == fw == 1 and stride == 1 and pad == 0):
             return None
+        wide = self.variant == "wide"
+        if wide and (stride != 1 or (fh == fw == 1 and pad == 0)):
+            return None  # a 1x1 unpadded conv is ``merged`` already
         image, filters, out = spec.operands
         serial, limits = spec.serial_only, spec.limits
         allocs: list[TensorSpec] = []
@@ -106,19 +133,22 @@ class ConvLower:
         # The output as NHWC: in place if it is that already.
         ysrc = 2
         y = out
-        if _as(out, NHWC) != out:
-            y = _as(out, NHWC)
+        yw = wp if wide else ow  # the output buffer's row: with the discarded columns
+        if _as(out, NHWC) != out or yw != ow:
+            y = fresh((b, f, oh, yw), out.dtype, Level.GL, NHWC)
             allocs.append(y)
             ysrc = -len(allocs)
             if spec.kind is PrimKind.CONV_ACCUM:
-                child(PrimKind.MOVE, (out, y), (View(2), View(ysrc)))
+                child(PrimKind.MOVE, (out, y.tile(out.shape)), (View(2), View(ysrc)))
         if spec.kind is PrimKind.CONV:
             child(PrimKind.FILL, (y,), (View(ysrc),), (0.0,))
 
         # The matmuls: loops (b, oh, fh), or (b,) merged; the output rows run in parallel.
-        parallel = not serial and oh > 1 and not self.merged and all(
+        parallel = not serial and oh > 1 and self.variant == "rows" and all(
             o.level.can_parallel_tile for o in spec.operands)
         m, k = (oh * ow, c) if self.merged else (ow, fw * c)
+        if wide:
+            m = oh * wp - (fw - 1)  # through the last valid pixel: no read past the buffer
         lhs = TensorSpec((1, m, k), image.dtype, Level.GL, Layout(tuple(
             PhysDim(d) for d in range(3))), 3 if self.merged or stride * c == k else 1
                          ).canonical()
@@ -130,6 +160,11 @@ class ConvLower:
             x_at = (_c(0, (0, 1)), _c(0), _c(0), _c(0))
             w_at = (_c(0),) * 4
             y_at = (_c(0, (0, 1)), _c(0), _c(0), _c(0))
+        elif wide:
+            loops = (b, fh)
+            x_at = (_c(0, (0, 1)), _c(0), _c(0, (1, 1)), _c(0))
+            w_at = (_c(0), _c(0), _c(0, (1, 1)), _c(0))
+            y_at = (_c(0, (0, 1)), _c(0), _c(0), _c(0))
         else:
             loops = (oh, b, fh) if parallel else (b, oh, fh)
             lb, lo = (1, 0) if parallel else (0, 1)
@@ -138,7 +173,7 @@ class ConvLower:
             y_at = (_c(0, (lb, 1)), _c(0), _c(0, (lo, 1)), _c(0))
         views = (View(src, x_at, (0, stride * c, 1)), View(wsrc, w_at, (0, f, 1)),
                  View(ysrc, y_at, (0, f, 1)))
-        calls = b if self.merged else b * oh * fh
+        calls = b if self.merged else b * fh if wide else b * oh * fh
         iters = calls
         const = 0
         if parallel:
@@ -148,7 +183,7 @@ class ConvLower:
         child(PrimKind.MATMUL_ACCUM, (lhs, rhs, res), views, loops=loops,
               shape=(1, m, k, f), is_serial=serial or parallel, parallel=parallel)
         if ysrc != 2:
-            child(PrimKind.MOVE, (y, out), (View(ysrc), View(2)))
+            child(PrimKind.MOVE, (y.tile(out.shape), out), (View(ysrc), View(2)))
         coefs = tuple(iters if s.kind is PrimKind.MATMUL_ACCUM else 1 for s in children)
         return _Plan(tuple(allocs), tuple(children), coefs, const, tuple(steps))
 
@@ -164,15 +199,82 @@ class ConvLower:
         return Nest(p.allocs, p.steps)
 
     def __str__(self) -> str:
-        return f"ConvLower({'merged' if self.merged else 'rows'})"
+        return f"ConvLower({self.variant})"
+
+
+def _matrix(shape: tuple[int, int], t: TensorSpec, contig: int) -> TensorSpec:
+    """A matmul operand ``[1, *shape]`` over a strided view of ``t``: row-major, ``contig``
+    of its dims contiguous (3: all, 1: the rows only)."""
+    return TensorSpec((1, *shape), t.dtype, Level.GL, Layout(tuple(
+        PhysDim(d) for d in range(3))), contig).canonical()
+
+
+def _plan_nchw(spec: Spec) -> _Plan | None:
+    stride, pad = spec.params[:2]
+    b, f, c, oh, ow, fh, fw = spec.shape
+    image, filters, out = spec.operands
+    if stride != 1 or _as(image, NCHW) != image:
+        return None
+    serial, limits = spec.serial_only, spec.limits
+    allocs: list[TensorSpec] = []
+    children: list[Spec] = []
+    steps: list[NestStep] = []
+
+    def child(kind: PrimKind, ops: tuple[TensorSpec, ...], views: tuple[View, ...],
+              params: tuple = (), loops: tuple[int, ...] = (), shape=None) -> None:
+        children.append(Spec(kind, shape or ops[0].shape, ops, serial, limits, params))
+        steps.append(NestStep(loops, views))
+
+    hp, wp = oh + fh - 1, ow + fw - 1
+    src = 0
+    if pad:  # the image with its zero border, still NCHW
+        xp = fresh((b, c, hp, wp), image.dtype, Level.GL, NCHW)
+        allocs.append(xp)
+        src = -len(allocs)
+        h, w = image.shape[2:]
+        used = (b, c, min(h, hp - pad), min(w, wp - pad))
+        child(PrimKind.FILL, (xp,), (View(src),), (0.0,))
+        at = (_c(0), _c(0), _c(pad), _c(pad))
+        child(PrimKind.MOVE, (image.tile(used), xp.tile(used)), (View(0), View(src, at)))
+    elif image.shape[2:] != (hp, wp):
+        return None  # rows the windows never read (a stride's remainder): not on this grid
+    wsrc = 1
+    if fh * fw > 1 and _as(filters, HWOI) != filters:
+        allocs.append(_as(filters, HWOI))
+        wsrc = -len(allocs)
+        child(PrimKind.MOVE, (filters, allocs[-1]), (View(1), View(wsrc)))
+    ysrc, y = 2, out
+    if _as(out, NCHW) != out or wp != ow:
+        y = fresh((b, f, oh, wp), out.dtype, Level.GL, NCHW)
+        allocs.append(y)
+        ysrc = -len(allocs)
+        if spec.kind is PrimKind.CONV_ACCUM:
+            child(PrimKind.MOVE, (out, y.tile(out.shape)), (View(2), View(ysrc)))
+    if spec.kind is PrimKind.CONV:
+        child(PrimKind.FILL, (y,), (View(ysrc),), (0.0,))
+    m = oh * wp - (fw - 1)  # through the last valid pixel: no read past the image
+    lhs = _matrix((f, c), filters, 3)
+    rhs = _matrix((c, m), image, 3 if hp * wp == m else 1)
+    res = _matrix((f, m), out, 3 if oh * wp == m else 1)
+    loops = (b, fh, fw)
+    x_at = (_c(0, (0, 1)), _c(0), _c(0, (1, 1)), _c(0, (2, 1)))
+    w_at = (_c(0), _c(0), _c(0, (1, 1)), _c(0, (2, 1)))
+    y_at = (_c(0, (0, 1)), _c(0), _c(0), _c(0))
+    views = (View(wsrc, w_at, (0, c, 1)), View(src, x_at, (0, hp * wp, 1)),
+             View(ysrc, y_at, (0, oh * wp, 1)))
+    child(PrimKind.MATMUL_ACCUM, (lhs, rhs, res), views, loops=loops, shape=(1, f, c, m))
+    if ysrc != 2:
+        child(PrimKind.MOVE, (y.tile(out.shape), out), (View(ysrc), View(2)))
+    coefs = tuple(b * fh * fw if s.kind is PrimKind.MATMUL_ACCUM else 1 for s in children)
+    return _Plan(tuple(allocs), tuple(children), coefs, 0, tuple(steps))
 
 
 def conv_actions(spec: Spec, target: Target) -> list[ConvLower]:
     if spec.kind not in _KINDS:
         return []
-    return [ConvLower(False), ConvLower(True)]
+    return [ConvLower(v) for v in VARIANTS]
 
 
 def identity() -> list:
     """What conv action indices depend on (for the actions fingerprint)."""
-    return [[k.name for k in _KINDS], ["rows", "merged"], str(NHWC), str(HWIO)]
+    return [[k.name for k in _KINDS], list(VARIANTS), str(NHWC), str(HWIO), str(HWOI)]
