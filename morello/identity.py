@@ -24,7 +24,7 @@ from morello.memory import DESTINATIONS, Target
 
 # Bump when a decision or cost could change: a kernel's check or cost formula, a rewrite's
 # rule, the cost model's formulas (Python or compiled). The canary test says when.
-MODEL_VERSION = 11
+MODEL_VERSION = 12
 
 
 @functools.lru_cache(maxsize=16)
