@@ -417,16 +417,26 @@ class _Session:
             warnings.warn(f"database {db_path} is read-only: it answers what it holds, "
                           "and new results are kept in this process only",
                           DatabaseWarning, stacklevel=4)
+        # The shipped database answers what the user's does not (read-only, under it).
+        self.base = None
+        shipped = dbmod.shipped_path() if db_path is not None else None
+        if shipped is not None and shipped.resolve() != db_path.resolve():  # type: ignore[union-attr]
+            try:
+                self.base = dbmod.Store(shipped, target, readonly=True)
+            except DatabaseError as e:
+                warnings.warn(f"the shipped database is unusable, ignored: {e}",
+                              DatabaseWarning, stacklevel=4)
 
     def root(self, text: str) -> tuple[list, int] | None:
         found = self.roots.get(text)
-        if found is None and self.store is not None:
-            found = self.store.root(text)
+        for store in (self.store, self.base):
+            if found is None and store is not None:
+                found = store.root(text)
         return found
 
     def engine(self, progress) -> Engine:
         if self._engine is None:
-            self._engine = Engine(self.target, store=self.store)
+            self._engine = Engine(self.target, store=self.store, base=self.base)
         self._engine.progress = progress
         return self._engine
 
@@ -472,8 +482,9 @@ def close_sessions() -> None:
     """Close every open database of this process (later calls open them again)."""
     with _SESSIONS_LOCK:
         for sess in _SESSIONS.values():
-            if sess.store is not None:
-                sess.store.close()
+            for store in (sess.store, sess.base):
+                if store is not None:
+                    store.close()
         _SESSIONS.clear()
 
 

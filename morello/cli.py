@@ -84,6 +84,10 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _int_list(text: str) -> list[int]:
+    return [_int(t) for t in text.split(",")]
+
+
 def _float(text: str) -> float:
     try:
         return limits.parse_float(text)
@@ -257,8 +261,12 @@ def _add_precompute_parser(sub) -> None:
                "  morello precompute matmul --max 64 64 64 --scheduler tcp://host:8786")
     p.add_argument("family", choices=tuple(FAMILIES), metavar="FAMILY",
                    help=f"one of {', '.join(FAMILIES)}")
-    p.add_argument("--max", type=_int, nargs="+", required=True, metavar="SIZE",
-                   help="the largest size of each dim (matmul: M K N)")
+    sizes = p.add_mutually_exclusive_group(required=True)
+    sizes.add_argument("--max", type=_int, nargs="+", metavar="SIZE",
+                       help="the largest size of each dim (matmul: M K N)")
+    sizes.add_argument("--values", type=_int_list, nargs="+", metavar="S[,S...]",
+                       help="the sizes of each dim, listed (e.g. matmul: 1 2048,4096 "
+                            "2048,16384)")
     p.add_argument("--dims", default="pow2", choices=GRIDS,
                    help="the sizes of each dim: every one (all), powers of two (pow2, the "
                         "default), or powers of two and three times them (pow2x3)")
@@ -579,16 +587,25 @@ def cmd_db(args) -> int:
     else:
         path = Path(args.db) if args.db else dbmod.default_path()
         result = dbmod.stats(path) if args.what == "stats" else dbmod.check(path)
+        shipped = dbmod.shipped_path()
+        if args.what == "stats" and shipped is not None and shipped.resolve() != path.resolve():
+            result["shipped"] = dbmod.stats(shipped)  # read under the user's
     if args.json:
         print(json.dumps(result))
     elif args.what == "stats":
-        for k, v in result.items():
-            if k != "contexts":
-                print(f"{k:24} {v}")
-        for c in result["contexts"]:
-            print(f"context {c['target']} (actions {c['actions']}): {c['pages']} pages, "
-                  f"{c['boxes']} boxes, {c['specs_covered']} Specs covered, "
-                  f"{c['roots']} roots")
+        for title, r in (("", result), ("shipped database (read-only, under it)",
+                                        result.get("shipped"))):
+            if r is None:
+                continue
+            if title:
+                print(title)
+            for k, v in r.items():
+                if k not in ("contexts", "shipped"):
+                    print(f"{k:24} {v}")
+            for c in r["contexts"]:
+                print(f"context {c['target']} (actions {c['actions']}): {c['pages']} pages, "
+                      f"{c['boxes']} boxes, {c['specs_covered']} Specs covered, "
+                      f"{c['roots']} roots")
     else:
         for k, v in result.items():
             print(f"{k:24} {v}")
@@ -652,7 +669,7 @@ def cmd_precompute(args) -> int:
     workers = args.workers or (0 if dask is None or args.scheduler else os.cpu_count() or 1)
     p = pc.plan(args.family, args.max, args.dims, target=args.target, threads=args.threads,
                 calibration=args.calibration, dtypes=args.dtypes, rhs_layout=args.rhs_layout,
-                tasks_per_stage=2 * max(1, workers) if dask else 1)
+                values=args.values, tasks_per_stage=2 * max(1, workers) if dask else 1)
     path = Path(args.db) if args.db else dbmod.default_path()
     done = pc.stages_done(p, path)
     how = ("serial" if dask is None else f"dask {args.scheduler}" if args.scheduler

@@ -17,12 +17,13 @@ from morello.store import (
     default_path,
     merge,
     resolve,
+    shipped_path,
     stats,
 )
 from morello.store import Store as _FileStore
 
 __all__ = ["VERSION", "Store", "check", "check_writable", "default_path", "merge", "resolve",
-           "stats"]
+           "shipped_path", "stats"]
 
 
 class Store(_FileStore):

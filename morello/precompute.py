@@ -112,21 +112,29 @@ class Plan:
         return FAMILIES[self.family].make(sizes, self.options)
 
 
-def plan(family: str, bounds: list[int], grid: str = "pow2", *, target: str = "avx2",
+def plan(family: str, bounds: list[int] | None, grid: str = "pow2", *, target: str = "avx2",
          threads: int = 1, calibration: str | None = None, dtypes: str | None = None,
-         rhs_layout: str = "rm", tasks_per_stage: int = 2, min_task_goals: int = 4) -> Plan:
-    """The plan of ``family`` over ``bounds`` (one per dim). Each stage is cut into at
-    most ``tasks_per_stage`` tasks of at least ``min_task_goals`` goals."""
+         rhs_layout: str = "rm", values: list[list[int]] | None = None,
+         tasks_per_stage: int = 2, min_task_goals: int = 4) -> Plan:
+    """The plan of ``family`` over ``bounds`` (one per dim) and ``grid``, or over the
+    sizes ``values`` (a list per dim). Each stage is cut into at most ``tasks_per_stage``
+    tasks of at least ``min_task_goals`` goals."""
     fam = FAMILIES.get(family)
     if fam is None:
         raise MorelloError(f"unknown family {family!r:.40} (one of {', '.join(FAMILIES)})")
+    if values is not None:
+        values = [sorted(set(v)) for v in values]
+        bounds = [max(v) if v else 0 for v in values]
+    if bounds is None:
+        raise MorelloError("give --max or --values")
     if len(bounds) != len(fam.dims):
-        raise MorelloError(f"{family} takes --max {' '.join(fam.dims)} ({len(fam.dims)} "
+        flag = "--values" if values is not None else "--max"
+        raise MorelloError(f"{family} takes {flag} {' '.join(fam.dims)} ({len(fam.dims)} "
                            f"sizes), got {len(bounds)}")
     if grid not in GRIDS:
         raise MorelloError(f"--dims must be one of {', '.join(GRIDS)}, got {grid!r:.40}")
-    if any(b < 1 for b in bounds):
-        raise MorelloError("every --max size must be >= 1")
+    if any(b < 1 for b in bounds) or (values and any(x < 1 for v in values for x in v)):
+        raise MorelloError(f"every {'--values' if values else '--max'} size must be >= 1")
     if "dtypes" not in fam.options and dtypes is not None:
         raise MorelloError(f"--dtypes is for matmul only, not {family}")
     if "rhs_layout" not in fam.options and rhs_layout != "rm":
@@ -135,7 +143,7 @@ def plan(family: str, bounds: list[int], grid: str = "pow2", *, target: str = "a
     if "dtypes" in fam.options:
         opts["dtypes"] = tuple(dtypes.split(",")) if dtypes else None
         opts["rhs_layout"] = rhs_layout
-    axes = [grid_values(b, grid) for b in bounds]
+    axes = values if values is not None else [grid_values(b, grid) for b in bounds]
     points: list[tuple[int, ...]] = [()]
     for vals in axes:
         points = [p + (v,) for p in points for v in vals]
@@ -152,7 +160,7 @@ def plan(family: str, bounds: list[int], grid: str = "pow2", *, target: str = "a
         cut = [round(i * len(goals) / n) for i in range(n + 1)]
         stages.append(tuple(tuple(goals[a:b]) for a, b in zip(cut, cut[1:]) if b > a))
     key = hashlib.sha256(json.dumps(
-        [family, bounds, grid, sorted((k, v) for k, v in opts.items()),
+        [family, axes, sorted((k, v) for k, v in opts.items()),
          _context_of(target, threads, calibration)]).encode()).hexdigest()[:16]
     made = Plan(family, opts, tuple(stages), key)
     try:  # a bad option is one line now, not an error in a worker

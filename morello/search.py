@@ -125,7 +125,8 @@ class Engine:
     """
 
     def __init__(self, target: Target, progress: Callable | None = None,
-                 native: bool = True, store=None, cache_bytes: int | None = None) -> None:
+                 native: bool = True, store=None, cache_bytes: int | None = None,
+                 base=None) -> None:
         self.target = target
         self.kernels = table_for(target)
         self.progress = progress
@@ -152,6 +153,10 @@ class Engine:
         self.table_keys: list[tuple] = []
         self._table_index: dict[tuple, int] = {}
         self.store_ids: dict[tuple, int] = {}  # table key -> its id in the store
+        # A read-only store under ``store`` (the shipped database): read when ``store``
+        # does not answer, never written.
+        self.base = base
+        self.base_ids: dict[tuple, int] = {}
         self.solver.attach_pages(self.pages)
 
     # -- tables ---------------------------------------------------------------------
@@ -163,13 +168,17 @@ class Engine:
         i = self._table_index[key] = len(self.table_keys)
         self.table_keys.append(key)
         found = self.store.table(key) if self.store is not None else None
-        if found is None:
+        below = self.base.table(key) if self.base is not None else None
+        if found is None and below is None:
             self.pages.set_table(i, point_len(key), page_blocks(key), merge_dims(key),
                                  exact_dims(key))
         else:
             # Its pages are asked for as the search meets them (no directory read).
-            tid, blocks = found
-            self.store_ids[key] = tid
+            blocks = found[1] if found is not None else below[1]  # type: ignore[index]
+            if found is not None:
+                self.store_ids[key] = found[0]
+            if below is not None and below[1] == blocks:  # (another geometry: unread)
+                self.base_ids[key] = below[0]
             self.pages.set_table(i, point_len(key), blocks, merge_dims(key), exact_dims(key))
             self.pages.set_lazy(i)
         return i
@@ -182,12 +191,14 @@ class Engine:
 
     def _load_page(self, i: int, page: tuple[int, ...]):
         key = self.table_keys[i]
-        tid = self.store_ids.get(key)
-        if tid is None or self.store is None:
-            return None
         geo = self.pages.geometry(i)
         assert geo is not None
-        return self.store.load_page(tid, key, geo[1], page)
+        parts: list = []
+        for store, ids in ((self.store, self.store_ids), (self.base, self.base_ids)):
+            tid = ids.get(key)
+            if tid is not None and store is not None:
+                parts.extend(store.load_page(tid, key, geo[1], page) or ())
+        return parts or None
 
     def refresh(self) -> None:
         """See what other processes saved into the store since we last looked."""

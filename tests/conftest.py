@@ -40,6 +40,9 @@ settings.load_profile(
 # Tests use the built-in cost constants, whatever `morello calibrate` wrote on this host
 # (subprocesses inherit this).
 os.environ["MORELLO_CALIBRATION"] = "builtin"
+# ... and no shipped database under theirs: a test's fresh database solves what it asks
+# (tests/test_shipped.py layers the shipped one explicitly).
+os.environ["MORELLO_SHIPPED_DB"] = "off"
 
 # The flags each ISA needs; an unlisted name is looked up as a flag itself.
 _ISA_FLAGS = HOST_FLAGS  # what each target's code needs (one table, morello.memory)

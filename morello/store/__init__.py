@@ -59,6 +59,7 @@ from morello.store.format import (
     VERSION,
     default_path,
     resolve,
+    shipped_path,
 )
 from morello.store.tools import check, merge, stats
 from morello.store.validate import coordinate_bounds, page_bounds, valid_trace, validate_boxes
@@ -66,5 +67,5 @@ from morello.store.validate import coordinate_bounds, page_bounds, valid_trace, 
 __all__ = [
     "DEFAULT_CACHE_BYTES", "FORMAT", "MAX_PARTS", "NVALUES", "VERSION", "Store", "check",
     "check_writable", "coordinate_bounds", "default_path", "merge", "page_bounds", "resolve",
-    "stats", "valid_trace", "validate_boxes",
+    "shipped_path", "stats", "valid_trace", "validate_boxes",
 ]

@@ -64,6 +64,19 @@ def default_path() -> Path:
     return Path(base) / "morello" / f"results-v{VERSION}.sqlite"
 
 
+def shipped_path() -> Path | None:
+    """The read-only database installed with morello, layered under the user's (None if
+    absent). ``MORELLO_SHIPPED_DB`` names another file, or ``off`` for none."""
+    env = os.environ.get("MORELLO_SHIPPED_DB")
+    if env == "off":
+        return None
+    path = Path(env) if env else Path(__file__).resolve().parent.parent / "data" / SHIPPED
+    return path if path.is_file() else None
+
+
+SHIPPED = "results.sqlite"
+
+
 def resolve(db) -> Path | None:
     """The database path a ``db=`` argument names: None/False/a path (see ``synthesize``)."""
     if db is False:
