@@ -267,9 +267,10 @@ def _add_precompute_parser(sub) -> None:
     sizes.add_argument("--values", type=_int_list, nargs="+", metavar="S[,S...]",
                        help="the sizes of each dim, listed (e.g. matmul: 1 2048,4096 "
                             "2048,16384)")
-    p.add_argument("--dims", default="pow2", choices=GRIDS,
-                   help="the sizes of each dim: every one (all), powers of two (pow2, the "
-                        "default), or powers of two and three times them (pow2x3)")
+    p.add_argument("--dims", default="all", choices=GRIDS,
+                   help="the sizes of each dim up to --max: every one (all, the default), "
+                        "powers of two (pow2), or powers of two and three times them "
+                        "(pow2x3)")
     p.add_argument("--dtypes", default=None, metavar="D,D,D",
                    help="matmul operand dtypes, e.g. f32,bf16,f32")
     p.add_argument("--rhs-layout", default="rm", choices=("rm", "cm"),

@@ -158,8 +158,8 @@ def test_bad_precomputes_get_one_line(tmp_path, args, message):
 
 def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path):
     db = tmp_path / "x.sqlite"
-    r = _morello("precompute", "softmax", "--max", "64", "64", "--serial", "--dry-run",
-                 "--samples", "1", "--json", "--db", str(db), cwd=tmp_path)
+    r = _morello("precompute", "softmax", "--max", "64", "64", "--dims", "pow2", "--serial",
+                 "--dry-run", "--samples", "1", "--json", "--db", str(db), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["specs"] == 49 and out["stages"] == 13 and out["stages_done"] == 0

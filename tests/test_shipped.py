@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import morello
+from morello import costs, hostfit
 from morello import precompute as pc
 from morello.api import close_sessions
 from morello.store.format import SHIPPED
@@ -97,4 +98,31 @@ def test_the_shipped_database_is_current(name, make, target, tmp_path, monkeypat
         f"the shipped database does not answer {name} on {target}: it is stale (the "
         "model changed?); regenerate it with `python tools/ship_db.py`")
     fresh = morello.synthesize(make(target), target, db=False, calibration="builtin")
+    assert got.cost == fresh.cost
+
+
+def _host_sets():
+    doc = json.loads(hostfit.SETS.read_text())
+    return [(row["cpu"], row["target"]) for row in doc["sets"]]
+
+
+@pytest.mark.parametrize("name, make", [CURRENT[1], CURRENT[4]], ids=[CURRENT[1][0],
+                                                                       CURRENT[4][0]])
+@pytest.mark.parametrize("cpu, target", _host_sets(), ids=["-".join(s) for s in _host_sets()])
+def test_the_shipped_database_answers_under_each_shipped_host_set(name, make, cpu, target,
+                                                                   tmp_path, monkeypatch):
+    """A first use on a CPU model of ``host_constants.json`` that confirms its set (the
+    constants are the context, not the file they come from) is answered too."""
+    assert SHIPPED_FILE.is_file(), "no shipped database: run `python tools/ship_db.py`"
+    monkeypatch.setenv("MORELLO_SHIPPED_DB", str(SHIPPED_FILE))
+    close_sessions()
+    cal = tmp_path / "first-use.json"
+    costs.save(cal, target, hostfit.shipped_set(target, cpu), {}, cpu, source=hostfit.SOURCE)
+    got = morello.synthesize(make(target), target, db=tmp_path / "user.sqlite",
+                             calibration=str(cal))
+    close_sessions()
+    assert got.stats.specs_solved == 0, (
+        f"the shipped database does not answer {name} under {cpu}'s {target} set: "
+        "regenerate it with `python tools/ship_db.py`")
+    fresh = morello.synthesize(make(target), target, db=False, calibration=str(cal))
     assert got.cost == fresh.cost
