@@ -554,7 +554,7 @@ def emit_c(impl: Impl, target: Target | None = None, threads: int = 1,
     spec = impl.spec
     info = spec.kind.info
     # Whether the main-memory operands stream from DRAM, not the last-level cache: then
-    # kernels may prefetch ahead of the hardware (from L3 that made a matvec 0.8x).
+    # kernels may prefetch ahead of the hardware (from L3 that slowed a matvec).
     dram = target.gl_in_dram or target.streams_from_dram(spec)
     e = _Emitter(target, threads, dram)
     names = info.operands
@@ -570,8 +570,7 @@ def emit_c(impl: Impl, target: Target | None = None, threads: int = 1,
         e.w.line("return morello_status;")
         if e.scratch:
             # Each thread keeps its buffers for the next call: a fresh allocation of a few
-            # MiB each call is returned to the system and faulted in again (1024^3: 2600
-            # page faults a call; kept, 1.08x in a paired before/after).
+            # MiB each call is returned to the system and faulted in again (docs/model-notes.md).
             k = len(e.scratch)
             e.w.insert(top, f"/* scratch: {sum(e.scratch)} bytes, kept per calling thread */",
                        f"static _Thread_local void *morello_scratch_p[{k}];",

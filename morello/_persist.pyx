@@ -43,7 +43,7 @@ def persist(Solver solver, flush=None, threaded=None, int64_t ahead=PERSIST_AHEA
 
     Entries are grouped by a counting sort over dense page indices (an exact map of
     page keys), which keeps each page's entries in id order; a comparison sort of
-    the entries was an eighth of the write after a 1024^3 search.
+    the entries was a sizeable part of the write (docs/model-notes.md).
 
     The rows of the pages (each entry's point and values, gathered from the memo:
     mostly cache misses, then carved and merged: ``prepare_rows``) are built by a
@@ -51,9 +51,8 @@ def persist(Solver solver, flush=None, threaded=None, int64_t ahead=PERSIST_AHEA
     freezes them into the pages and calls ``flush()`` (encoding, compression and the
     database write) meanwhile. ``threaded``: None (the default) uses the thread when
     the machine has more than one core; False builds each page's rows in turn here.
-    ``ahead``: leads of 4 to 64 pages wrote a cold 1024^3 equally fast (0.69-0.73x
-    the one-thread time, paired), but a lead of 64 raised the peak memory of a
-    medium query's save by 13 MiB more than a lead of 8 (PERSIST_AHEAD)."""
+    ``ahead``: longer leads wrote no faster but raised the peak memory of a save
+    (PERSIST_AHEAD; docs/model-notes.md)."""
     cdef int64_t hi[HARD_MAX_POINT]
     cdef int64_t key[KEY_WIDTH]
     cdef int64_t m, i, fam, L = solver.L, e, count = 0, page, n_pages, n = 0, k, nd, exact

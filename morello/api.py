@@ -633,7 +633,7 @@ def problem_target(tgt: Target, spec: Spec) -> Target:
         return tgt.in_llc()
     if spec.kind.info.staging == "views":
         # Memory-bound kinds only: a matmul's programs changed under the write-back
-        # pricing to no gain (2048^3 0.98x, 4096x256x4096 0.95x, paired).
+        # pricing to no gain (docs/model-notes.md).
         return tgt.in_dram()
     return tgt
 

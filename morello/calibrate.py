@@ -182,8 +182,7 @@ double cal_streams(long bytes, long streams, long run, long passes) {
 }
 
 /* `bytes` of bf16 weights near 1 (huge pages), as a model's are: huge_buffer's bytes of 1
- * are bf16 values of 2.4e-38, whose products with x are subnormal (a dot product's FMA
- * chains over them ran 1.2x slower on a Zen 4 host, one row at a time). */
+ * are bf16 values of 2.4e-38, whose products with x are subnormal (and slow the FMAs). */
 static uint16_t *bf16_weights(long bytes) {
     uint16_t *w = huge_buffer(bytes);
     if (w != NULL)
@@ -463,7 +462,7 @@ def stream_read_ns(lib, nbytes: int = 128 << 20) -> float:
     """Nanoseconds per line of one sequential read through ``nbytes`` on huge pages
     (``cal_streams`` with one run, the best of 3): main memory as a kernel meets numpy's
     large arrays, the streaming roof the benchmarks report. (``cal_read``'s buffer has
-    4 KiB pages: about 20 % slower on the development host.)"""
+    4 KiB pages, which read slower: docs/model-notes.md.)"""
     return min(lib.cal_streams(nbytes, 1, nbytes, 1) for _ in range(3)) * 1e9
 
 

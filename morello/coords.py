@@ -267,11 +267,10 @@ OPERAND_SEGMENTS = ("level", "layout", "deficit", "vector")
 # Pages of the persistent tables (``morello._pages``): shape coordinates are cut into
 # pages of 8 sizes (1-8, 9-16, ...); the member, operand levels and serial coordinates
 # each give their own pages; layouts, contiguity, vector sizes and memory limits stay
-# inside a page. Chosen by measurement (benchmarks/db_scaling.py, 30 random shapes in one
-# file): a 96x80x112 query loaded 0.95 M boxes in 8-size pages against 1.96 M in pages
-# that double after the first 8 (which hold every size from 64 to 127 that other shapes
-# met), 7.6 against 8.9 s, 296 against 372 MB; power-of-two searches write about as many
-# pages either way. (Tables a file already holds keep the geometry they were made with.)
+# inside a page. Chosen by measurement (benchmarks/db_scaling.py): a query loads fewer boxes
+# than in pages that double after the first 8 (which hold every size from 64 to 127 that
+# other shapes met), and power-of-two searches write about as many pages either way
+# (docs/model-notes.md). (Tables a file already holds keep the geometry they were made with.)
 SHAPE_BLOCK = 8
 _PAGE_BLOCK = {"member": 1, "shape": SHAPE_BLOCK, "level": 1, "layout": 0, "deficit": 0,
                "vector": 0, "serial": 1, "limit": 0}
@@ -293,11 +292,11 @@ def page_blocks(key: tuple) -> tuple[int, ...]:
 def merge_dims(key: tuple) -> tuple[int, ...]:
     """The coordinates along which equal neighbours of table ``key`` are merged: the
     operands' contiguity deficits and vector sizes. Measured (benchmarks/db_scaling.py):
-    merges along these give all the compression (a 128^3 search: 389k boxes to 232k);
-    along shapes and memory limits they found nothing to merge (a result's limits are
-    already a range, and costs per element rarely agree across shapes) and made saves
-    half again slower; the other coordinates are constant in a page or, like layout
-    codes, have no order that neighbours share."""
+    merges along these give all the compression (docs/model-notes.md); along shapes and
+    memory limits they found nothing to merge (a result's limits are already a range, and
+    costs per element rarely agree across shapes) and made saves slower; the other
+    coordinates are constant in a page or, like layout codes, have no order that
+    neighbours share."""
     return tuple(d for d, s in enumerate(segments(key)) if s in ("deficit", "vector"))
 
 

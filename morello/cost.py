@@ -145,8 +145,7 @@ def _stream_line(target: Target, streams: int) -> int:
     """The cost of a line of main memory read as one of ``streams`` runs side by side.
     Where side by side is cheaper (``gl_line_parallel < gl_line``), the more runs the
     closer to ``gl_line_parallel``; where it is dearer, any two or more cost
-    ``gl_line_parallel``: on the Zen 4 host that measured 8 page-long runs at 1.3x one
-    run, 4 took 1.8x and 2 took 2.0-2.9x, so fewer runs are no cheaper."""
+    ``gl_line_parallel``: where measured, fewer runs were no cheaper (docs/model-notes.md)."""
     k = target.costs
     s = max(1, min(streams, target.prefetch_streams))
     if k.gl_line_parallel > k.gl_line:
@@ -157,8 +156,8 @@ def _stream_line(target: Target, streams: int) -> int:
 def stripes_read_cost(t: TensorSpec, target: Target, stripes: int) -> int:
     """What a kernel pays to read ``t`` (contiguous) as ``stripes`` equal runs side by
     side, each from its own part of ``t``: in main memory, a line of runs that long costs
-    ``gl_line_streams`` (several long runs side by side: 0.86x a line of one run on a
-    Zen 4 host, 0.70x on a Zen 3 one), and page-long runs ``_stream_line``'s price, so
+    ``gl_line_streams`` (several long runs side by side, which can read faster than one:
+    docs/model-notes.md), and page-long runs ``_stream_line``'s price, so
     a run pays the difference in proportion to its page starts; each run its start. Out
     of main memory as ``stream_cost``, in L1 as ``side_by_side_surcharge``."""
     if t.level is Level.L1:

@@ -40,7 +40,7 @@ UNSNAPPED = ("fma", "strided_factor", "gl_prefetch")
 FROM_BUILTIN = ("gl_ramp",)
 
 # A measured constant within this ratio of a shipped set's takes the shipped value
-# (run-to-run noise on a shared host reached 1.2x for main-memory lines).
+# (wider than a shared host's run-to-run noise on main-memory lines: docs/model-notes.md).
 BAND = 1.35
 
 SOURCE = "first-use"

@@ -549,7 +549,7 @@ KINDS: dict[PrimKind, KindInfo] = {
         0, _reduce_accum_ref(np.max, np.maximum), flops_per_point=1, accumulates=True,
         doc="dst = max(dst, max of src along dim)"),
     # Softmax's maximum: NaN ignored (np.fmax), which needs no NaN flag per vector, as
-    # Max does (the flag made a 512x1024 softmax 0.93x: ``targets.vector.VecType``); a NaN
+    # Max does (the flag slows softmax: ``targets.vector.VecType``); a NaN
     # in a row still makes the row NaN, through its exps.
     PrimKind.FMAX: KindInfo(
         "FMax", ("dim",), ("src", "dst"), (0,), (1,), (1, MAX_RANK), _reduce_map, "FMax", 1,

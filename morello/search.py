@@ -52,9 +52,7 @@ def logical(spec: Spec) -> Spec:
 # Bytes of loaded clean pages an Engine keeps (``morello._pages``): $MORELLO_DB_CACHE_MB
 # mebibytes, 512 by default. A loaded page costs about 800 bytes a box (a MemoTable), and a
 # search of a shape like those already stored touches most pages of its tables: with too
-# small a budget, a depth-first search reloads pages over and over (measured: a 100x150x90
-# matmul on a database of 12 shapes loaded 2377 pages once with room for them, 53,359
-# times with 64 MiB, 15x slower).
+# small a budget, a depth-first search reloads pages over and over (docs/model-notes.md).
 def _cache_bytes() -> int:
     import os
 

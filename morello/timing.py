@@ -9,8 +9,7 @@ import numpy as np
 def seconds(fn, ins, repeats: int = 7) -> float:
     """Seconds per call of a compiled program, timed inside C (best of ``repeats`` runs of
     about 50 ms, after a warm-up), into one output array written before, as numpy's is
-    (a fresh one per run put its page faults into the time: a 4096x4096 relu read as
-    half its speed)."""
+    (a fresh one per run put its page faults into the time: docs/model-notes.md)."""
     out = fn(*ins)
     once = fn.time(*ins, iters=1, out=out)
     iters = max(1, min(1_000_000, int(0.05 / max(once, 1e-9))))

@@ -79,7 +79,7 @@ MORELLO_FN int32_t morello_quad_u8(const uint8_t *p) {
 }
 /* c += the pair sums of a x b in s16 (vpmaddwd, then vpaddd), as two instructions
    with their temporary named: a 6 x 16 tile then fits the 16 ymm registers, where gcc 12
-   spills the intrinsics' form (1.6x slower in L1). */
+   spills the intrinsics' form, which runs slower. */
 MORELLO_FN __m256i morello_madd_add8(__m256i c, __m256i a, __m256i b) {
     __m256i t;
     __asm__("vpmaddwd %[b], %[a], %[t]\n\tvpaddd %[t], %[c], %[c]"
@@ -107,11 +107,11 @@ MORELLO_FN int32_t morello_sat16(int32_t v) {
  * degree 5 (1 + r + r^2 q(r), q fitted for least maximum relative error, its
  * coefficients then rounded to floats and nudged by an ulp or two where that lowered the
  * measured error: 1.1e-7 in exact arithmetic) in Horner form with FMAs, times 2^n.
- * Degree 6 (7.7e-8 measured) takes one FMA more: softmax 1.05-1.15x faster with 5.
+ * Degree 6 (7.7e-8 measured) takes one FMA more, and softmax runs faster with 5.
  * n comes from adding 1.5*2^23 + 127, which rounds x*log2(e) to an integer in the low
  * mantissa bits (no round or convert instruction) and leaves n + 127 in the low 9 bits,
  * under bits of 1.5*2^23 that a shift left by 23 drops: 2^n's bits are one shift of t's
- * (a subtraction fewer per vector, the same results: softmax 1.01-1.03x). When a
+ * (a subtraction fewer per vector, the same results). When a
  * lane's result is below the normal range (x < -87.33) or 2^n is not (x > 88), the
  * whole vector takes morello_exp8_tiny, which builds 2^n in two halves so that subnormal
  * and top results are right. exp(x) is inf above 88.72284 (+inf included), 0 below

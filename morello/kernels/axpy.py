@@ -133,9 +133,9 @@ def axpy_cost(s: Spec, t: Target, block: int) -> int:
     side by side are the sweep's, not k: the search split 8-row sweeps into calls of 4);
     the same paid back by loops over the rows of a column tile, with this cost the larger
     of arithmetic and reads (that hid the y epilogue: Split(1), all epilogue, won, and ran
-    0.40-0.71x); and the larger of the two with the lines priced by k (the search took
-    Split(8) over TileOut(32) over Split(2) calls). The arithmetic here is priced at 31 %
-    of the FMA peak where the loop in L1 runs at 85 %."""
+    slower); and the larger of the two with the lines priced by k (the search took
+    Split(8) over TileOut(32) over Split(2) calls). The arithmetic here is priced below
+    the rate the loop reaches in L1 (docs/model-notes.md)."""
     k, n = s.shape[2], s.shape[3]
     c = t.costs
     nb = n // block

@@ -102,8 +102,7 @@ def pin(*names: str) -> str:
     empty asm that may have changed them. A vector loaded once and used twice (a row of
     rhs by every row of a register tile; a bf16 vector widened by a shift and by a mask)
     is otherwise reloaded by gcc 12 for each use, folded into the instruction as a memory
-    operand: twice the loads (the bf16 x.W loop in cache 1.2x slower; 2x64 zmm tiles of
-    64^3 0.75x)."""
+    operand: twice the loads, and slower (docs/model-notes.md)."""
     operands = ", ".join(f'"+v"({n})' for n in names)
     return f'__asm__("" : {operands});'
 
@@ -111,9 +110,8 @@ def pin(*names: str) -> str:
 def pin_widened(view, name: str) -> str:
     """``pin(name)`` for a bf16 vector of ``view`` widened by a shift and by a mask, but
     nothing where ``view`` streams from main memory beyond the last-level cache
-    (``OperandView.from_dram``): there, pinned, the matvecs of 1x2048x16384 and
-    1x4096x8192 ran 0.87-0.98x as fast (11 alternating rounds, Zen 4), while in L2 and L3
-    x.W gained 1.12-1.24x and gemma's rows up to 1.17x."""
+    (``OperandView.from_dram``): pinned, the matvecs ran slower there and faster in L2 and
+    L3 (docs/model-notes.md)."""
     return "" if view.from_dram else pin(name)
 
 

@@ -104,8 +104,7 @@ def dot_finish(w, out, n: int, c: int) -> None:
     if n in (4, 8):
         # The columns' horizontal sums side by side: pairs of hadds halve the vectors
         # twice, leaving each column's sum in two 128-bit halves, added into out at once
-        # (in a hand loop over 8 columns of 512 in L1: 51-55 % of the FMA peak, against
-        # 47-52 % with one horizontal sum per column).
+        # (faster than one horizontal sum per column: docs/model-notes.md).
         for j in range(0, n, 2):
             w.line(f"const __m256 h{j} = _mm256_hadd_ps(acc{j}_0, acc{j + 1}_0);")
         for j in range(0, n, 4):
@@ -185,9 +184,9 @@ def rows_check(spec: Spec, target: Target) -> Reason:
     if rhs.level.counts_registers or rhs.dtype not in (Dtype.F32, Dtype.BF16):
         return "rhs must be f32 or bf16 in memory"
     # All of rhs one run (whole columns, adjacent): read in turn, that is one sequential
-    # stream. Columns cut along k are runs that each start anew, and read in turn they
-    # measured 2.2x slower than 8 read side by side (DotProductLoop): 1x16384x2048 bf16,
-    # k split by 4096, on a Zen 4 host; x too long for L1 (from L2) was as slow.
+    # stream. Columns cut along k are runs that each start anew, and read in turn they are
+    # slower than 8 read side by side (DotProductLoop), as is x too long for L1
+    # (docs/model-notes.md).
     if rhs.stream_dim != 1 or not rhs.contiguous:
         return "rhs must be whole contiguous columns"
     if out.dtype is not Dtype.F32 or not (out.contiguous and out.level is Level.L1

@@ -42,8 +42,8 @@ def _stream_loop_emit(w, src, dst, n: int, setup: tuple[str, ...], vector: str,
     elements before the first whole line and after the last by ordinary stores (8 at a
     time, and ``scalar``, of ``s[i]`` and ``t[i]``, for the rest). A line written
     past the caches in part, the rest of it by the next run (rows of 5000 floats end
-    mid-line), is merged in main memory: 3000x5000 softmax ran at 1.18 ns an element,
-    3000x5008 at 0.55. The emitter fences the stores (``Kernel.nontemporal``)."""
+    mid-line), is merged in main memory, which is slow (docs/model-notes.md). The emitter
+    fences the stores (``Kernel.nontemporal``)."""
     def vec(store: str, off: str = "") -> None:
         u = f"const __m256 u = _mm256_loadu_ps(t + i{off}); " if src2 is not None else ""
         w.line(f"{{ const __m256 v = _mm256_loadu_ps(s + i{off}); {u}"

@@ -270,9 +270,8 @@ def _hreduce_emit(v: VecType, op: str, reduce: str, sfold):
                            else f"acc{a} = {vfn}(acc{a}, {x});")
                 return
             # Each vector pinned in its register once loaded: else gcc loads it twice (a
-            # memory operand of the max and of the compare), and a row max ran 0.79x
-            # (1024x1024, in L2; pinned 1.10x) and 0.90x (4096x4096 from main memory,
-            # pinned 0.92x) the one with no flag, avx2, 11 alternating rounds.
+            # memory operand of the max and of the compare), which slows the row max
+            # (docs/model-notes.md).
             for a, off in enumerate(offs):
                 w.line(f"{v.c_type} x{a} = {v.loadu(offset_ptr('p0', off))}; {pin(f'x{a}')} "
                        f"acc{a} = {vfn}(acc{a}, x{a});")

@@ -27,8 +27,7 @@ from morello.specs import Spec, operand_shapes
 
 # Where a chain's intermediate may live: Decompose's levels, and L2, which holds an
 # intermediate too large for L1 that main memory would price as a round trip to memory
-# (attention 128x64's 64 KiB of scores: the unfused chain with them in L2 measured
-# 1.05x faster than the row tiles fused through L1 that the search took without it).
+# (unfused through L2 beat row tiles fused through L1: docs/model-notes.md).
 LEVELS = (BUFFER_LEVELS[0], Level.L2, *BUFFER_LEVELS[1:])
 
 

@@ -69,13 +69,10 @@ DECOMPOSITIONS: dict[PrimKind, tuple[tuple[tuple, ...], ...]] = {
         ((PrimKind.FILL, (NEW,), (0.0,)), (PrimKind.SOFTMAX_UNSCALED_ACCUM, (0, 1, 2, NEW)),
          (PrimKind.DIV_REDUCED, (NEW, 2))),
         # For problems in DRAM: the exps into an L1 row (NEW2), divided into dst as it is
-        # stored, past the caches (no read of dst's lines, no write-back). 1.06-1.20x
-        # (median 1.16) over the exps written into dst, at 4096x4096 on a Zen 3 host.
-        # These passes with no arithmetic at all (``rows_bench`` in benchmarks/softmax.py)
-        # move 80 % of the read bandwidth measured in the same rounds on a Zen 4 host
-        # (0.285 ns/elem; a read-and-stream copy 0.170): the L1 row beside the source row
-        # costs that much. Without a row (the max, then the output from the source row
-        # again) they took 0.20-0.21, but need two exps per element.
+        # stored, past the caches (no read of dst's lines, no write-back): faster than the
+        # exps written into dst. The L1 row beside the source row costs read bandwidth, but
+        # without it (the max, then the output from the source row again) each element
+        # needs two exps (figures: docs/model-notes.md).
         ((PrimKind.SOFTMAX_UNSCALED, (0, 1, NEW2, NEW)),
          (PrimKind.DIV_REDUCED_INTO, (NEW, NEW2, 2))),
         # The same for rows longer than L1 holds: the row in L2 (``ROW_LEVELS``), its exps

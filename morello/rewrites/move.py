@@ -223,11 +223,8 @@ def operand_moves(kind: PrimKind, i: int, t: TensorSpec, target: Target) -> tupl
             # An L2 view only of lhs blocks L1 cannot hold (the BLAS block of A that the
             # microkernels of many column tiles reuse) and of rhs panels read in place, as
             # wide as the target's register tile (a column panel of B over all of k,
-            # reused by every row tile of A). (Views of every operand made the 256^3
-            # search 2-5x slower without changing the programs chosen; views of any rhs
-            # tile made 1024^3 1.8x slower; of narrower panels too, the same 1024^3
-            # program with 5 % more peak memory; of the contiguous panels of a packed B
-            # too, the same programs at 200-1024^3 with 4 % more.)
+            # reused by every row tile of A). Wider views slowed the search or raised peak
+            # memory for the same programs (docs/model-notes.md).
             if level is Level.L2 and t.level is Level.GL \
                     and t.units(target) > _l1_room(t, target) \
                     and (i in info.l2_views or (i in info.l2_panels
@@ -293,8 +290,8 @@ def quad_layout(shape: tuple[int, ...]) -> Layout | None:
 
 def _row_output(info, i: int, t: TensorSpec) -> bool:
     """A matvec's output, one row (``x[1xK] . W[KxN]``'s y): viewed in L2 when L1 cannot
-    hold it, W is then read in runs of whole rows, y's tiles coming from L2 (1.15-1.18x at
-    1x2048x16384 bf16, a Zen 3 host, against 4096-wide blocks of y in L1)."""
+    hold it, W is then read in runs of whole rows, y's tiles coming from L2 (faster than
+    blocks of y in L1: docs/model-notes.md)."""
     return i in info.writes and info.row_dim is not None and t.volume == t.shape[-1]
 
 

@@ -122,9 +122,7 @@ def stream_discount(spec: Spec, body: Spec, sdim: int, full: int, target: Target
             # And the lines of a few whole rows read side by side (``cost.sweep_saving``),
             # less what the body's own loops saved on them already. Whole rows (the
             # parent one contiguous run): no enclosing loop can come back to other rows
-            # between their pages. 4 rows swept 4 or 8 KiB at a time, then the 4 rows
-            # below over the same columns, ran 0.86-0.89x the 4 rows swept whole (bf16
-            # 1x2048x16384, avx2, 7 rounds).
+            # between their pages (rows swept in pieces ran slower: docs/model-notes.md).
             if parent.blocks == 1:
                 disc += (sweep_saving(run * full, tile.blocks, parent.dtype, target)
                          - full * sweep_saving(run, tile.blocks, parent.dtype, target))

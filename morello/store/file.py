@@ -52,7 +52,7 @@ def _merged_versions(stored: list, fresh: int) -> list[int]:
     part, and each older one while it holds no more than twice the boxes merged so far.
     Parts so grow geometrically from newest to oldest, a page keeps fewer than MAX_PARTS
     parts, and a small save rewrites small parts, not the page (a whole-page compaction
-    made a 3x7x9 search into a large database 2.5x slower than into an empty one). The
+    made small searches into a large database slower: docs/model-notes.md). The
     box counts only steer this choice (a wrong one from a hostile file costs time)."""
     total = fresh
     need = max(1, len(stored) + 2 - MAX_PARTS)  # at least: fewer than MAX_PARTS remain
