@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sqlite3
 import sys
 
@@ -237,6 +238,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Plans of every size up to --max past this many Specs run only with --dims all named.
+UNASKED_ALL = 1_000_000
+
+
 def _add_precompute_parser(sub) -> None:
     from morello.precompute import FAMILIES, GRIDS
 
@@ -252,13 +257,13 @@ def _add_precompute_parser(sub) -> None:
                     f"its last finished stage. Families: {fams}.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
-               "  morello precompute matmul --max 16 16 16 --dims all\n"
-               "  morello precompute matmul --max 1024 1024 1024 --workers 2\n"
-               "  morello precompute softmax --max 4096 4096 --dry-run\n"
-               "  morello precompute attention --max 512 128 --db team.sqlite\n"
-               "  morello precompute matmul --max 1 16384 16384 --dtypes f32,bf16,f32 "
-               "--rhs-layout cm\n"
-               "  morello precompute matmul --max 64 64 64 --scheduler tcp://host:8786")
+               "  morello precompute matmul --max 16 16 16\n"
+               "  morello precompute matmul --max 1024 1024 1024 --dims pow2 --workers 2\n"
+               "  morello precompute softmax --max 4096 4096 --dims pow2 --dry-run\n"
+               "  morello precompute attention --max 512 128 --dims pow2 --db team.sqlite\n"
+               "  morello precompute matmul --values 1 2048,4096 2048,16384 "
+               "--dtypes f32,bf16,f32 --rhs-layout cm\n"
+               "  morello precompute matmul --max 32 32 32 --scheduler tcp://host:8786")
     p.add_argument("family", choices=tuple(FAMILIES), metavar="FAMILY",
                    help=f"one of {', '.join(FAMILIES)}")
     sizes = p.add_mutually_exclusive_group(required=True)
@@ -267,10 +272,10 @@ def _add_precompute_parser(sub) -> None:
     sizes.add_argument("--values", type=_int_list, nargs="+", metavar="S[,S...]",
                        help="the sizes of each dim, listed (e.g. matmul: 1 2048,4096 "
                             "2048,16384)")
-    p.add_argument("--dims", default="all", choices=GRIDS,
-                   help="the sizes of each dim up to --max: every one (all, the default), "
-                        "powers of two (pow2), or powers of two and three times them "
-                        "(pow2x3)")
+    p.add_argument("--dims", default=None, choices=GRIDS,
+                   help="the sizes of each dim up to --max: every one (all, the default; "
+                        f"past {UNASKED_ALL:,} Specs only when named), powers of two "
+                        "(pow2), or powers of two and three times them (pow2x3)")
     p.add_argument("--dtypes", default=None, metavar="D,D,D",
                    help="matmul operand dtypes, e.g. f32,bf16,f32")
     p.add_argument("--rhs-layout", default="rm", choices=("rm", "cm"),
@@ -668,7 +673,13 @@ def cmd_precompute(args) -> int:
     dask = None if args.serial else _dask(required=args.workers is not None
                                           or args.scheduler is not None)
     workers = args.workers or (0 if dask is None or args.scheduler else os.cpu_count() or 1)
-    p = pc.plan(args.family, args.max, args.dims, target=args.target, threads=args.threads,
+    if args.dims is None and args.max is not None:
+        count = math.prod(args.max)
+        if count > UNASKED_ALL:
+            pow2 = math.prod(len(pc.grid_values(b, "pow2")) for b in args.max)
+            raise MorelloError(f"every size up to --max is {count:,} Specs: name --dims all "
+                               f"to run that, or take --dims pow2 ({pow2:,} Specs) or pow2x3")
+    p = pc.plan(args.family, args.max, args.dims or "all", target=args.target, threads=args.threads,
                 calibration=args.calibration, dtypes=args.dtypes, rhs_layout=args.rhs_layout,
                 values=args.values, tasks_per_stage=2 * max(1, workers) if dask else 1)
     path = Path(args.db) if args.db else dbmod.default_path()

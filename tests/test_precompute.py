@@ -148,6 +148,7 @@ def test_a_stage_s_merge_is_all_or_nothing(tmp_path, monkeypatch):
     (["matmul", "--max", "4", "0", "4"], "every --max size must be >= 1"),
     (["matmul", "--max", "4", "4", "4", "--dtypes", "f32,q9,f32"], "q9"),
     (["matmul", "--max", "4", "4", "4", "--workers", "0"], "--workers must be >= 1"),
+    (["softmax", "--max", "4096", "4096"], "is 16,777,216 Specs: name --dims all"),
 ])
 def test_bad_precomputes_get_one_line(tmp_path, args, message):
     r = _morello("precompute", *args, "--db", str(tmp_path / "x.sqlite"), cwd=tmp_path)
