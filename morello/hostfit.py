@@ -99,10 +99,6 @@ def shipped_set(target_name: str, key: str | None = None) -> CostConstants | Non
     return None
 
 
-# Wider bands: an OpenMP fork/join on a shared host varies with the other tenants.
-BANDS = {"parallel_setup": 1.6}
-
-
 def _near(name: str, measured: int, shipped: int) -> bool:
     if measured == shipped:
         return True
@@ -110,7 +106,7 @@ def _near(name: str, measured: int, shipped: int) -> bool:
         return True
     if min(measured, shipped) <= 0:
         return False
-    return max(measured, shipped) / min(measured, shipped) <= max(BAND, BANDS.get(name, BAND))
+    return max(measured, shipped) / min(measured, shipped) <= BAND
 
 
 def snap(fitted: CostConstants, builtin: CostConstants,

@@ -122,8 +122,9 @@ def main() -> int:
         client = distributed.Client(cluster)
     t0 = time.perf_counter()
     log = []
+    sets = constant_sets(partial, args.targets)
     try:
-        for target, label, calibration in constant_sets(partial, args.targets):
+        for target, label, calibration in sets:
             for family, kw in entries:
                 kw = dict(kw)
                 bounds = kw.pop("bounds", None)
@@ -149,8 +150,7 @@ def main() -> int:
         exchange.snapshot(partial, tmp)
         exchange.absorb(tmp, [], {"shipped": json.dumps(
             {"model": MODEL_VERSION, "corpus": [[f, kw] for f, kw in CORPUS],
-             "targets": args.targets, "constants": [c[1] for c in
-                                                     constant_sets(partial, args.targets)],
+             "targets": args.targets, "constants": [c[1] for c in sets],
              "budget_mb": args.budget})})
         kept = trim(tmp, int(args.budget * 1e6))
         tmp.replace(args.out)
