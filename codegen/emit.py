@@ -26,6 +26,7 @@ from morello.kernels import KernelTable, table_for
 from morello.layouts import Layout
 from morello.memory import Level, Target
 from morello.nodes import NEW, NEW2, Block, KernelCall, Loop, Nest, NestStep
+from morello.rewrites.move import Move
 from morello.specs import PrimKind, Spec
 from morello.tensorspec import TensorSpec
 
@@ -186,6 +187,7 @@ class _Emitter:
         # Non-temporal stores emitted and not yet fenced (``Kernel.nontemporal``).
         self.unfenced = False
         self.next_tiles: list[_NextTile] = []  # see _stream_next
+        self.loops: list[_Enclosing] = []  # the serial loops being emitted, innermost last
         self.dram = dram  # main-memory operands beyond the last-level cache (emit_c)
 
     def fence(self) -> None:
@@ -253,34 +255,51 @@ class _Emitter:
             with self.w.block(self._for(var)):
                 pushed = 0
                 if not node.parallel:
-                    self._prefetch_next(body, refs, dims, var, size)
+                    self._prefetch_next(impl, body, refs, dims, var, size, rem)
                     pushed = self._stream_next(body, refs, dims, var, size)
+                    self.loops.append(_Enclosing(body, var, size, dims))
                 self.emit(body, shifted(Affine.var(var, size)))
+                if not node.parallel:
+                    self.loops.pop()
                 del self.next_tiles[len(self.next_tiles) - pushed:]
                 if node.parallel:
                     self.fence()  # each thread's own stores, before the loop's join
         if rem:
             self.emit(impl.children[1], shifted(full * size))
 
-    def _prefetch_next(self, body: Impl, refs, dims, var: Var, size: int) -> None:
+    def _prefetch_next(self, impl: Impl, body: Impl, refs, dims, var: Var, size: int,
+                       rem: int) -> None:
         """If the loop body starts by loading a tile from main memory into registers (the C
-        tile of a register-tile matmul), prefetch the next iteration's tile first: its
-        lines then arrive while this iteration computes."""
+        tile of a register-tile matmul), prefetch the tile loaded next first: its lines then
+        arrive while this iteration computes. On the last iteration that is the first tile
+        of the enclosing loop's next iteration, when this loop is all of that loop's body."""
         o = self._register_load(body)
         if o is None or dims[o] is None or refs[o].buffer.registers:
             return
         t = body.spec.operands[o]
         if t.level is not Level.GL or not t.shape:
             return
+        # Each row's lines, and the line of its last element: caller arrays need not be
+        # aligned to a line (numpy's are to 16 bytes), so a row may reach one line further.
         per_line = max(1, self.target.line_bytes // t.dtype.size)
+        cols = sorted({*range(0, t.shape[-1], per_line), t.shape[-1] - 1})
         lines = [(*lead, c) for lead in itertools.product(*(range(n) for n in t.shape[:-1]))
-                 for c in range(0, t.shape[-1], per_line)]
+                 for c in cols]
         if len(lines) > PREFETCH_MAX_LINES:
             return
         nxt = OperandView(refs[o].shifted(dims[o], Affine.var(var, size) + size), t)
-        with self.w.block(f"if ({var.name} + 1 < {var.extent}) {{"):
+        outer = self.loops[-1] if self.loops and _views_to(self.loops[-1].body, impl) else None
+        if rem or outer is None or outer.dims[o] is None:
+            outer = None
+        self.w.open(f"if ({var.name} + 1 < {var.extent}) {{")
+        for c in lines:
+            self.w.line(self.isa.prefetch(nxt.at(c).ptr(0), Level.L1))
+        if outer is not None:
+            after = OperandView(refs[o].shifted(outer.dims[o], outer.size), t)
+            self.w.reopen(f"}} else if ({outer.var.name} + 1 < {outer.var.extent}) {{")
             for c in lines:
-                self.w.line(self.isa.prefetch(nxt.at(c).ptr(0), Level.L1))
+                self.w.line(self.isa.prefetch(after.at(c).ptr(0), Level.L1))
+        self.w.close()
 
     def _stream_next(self, body: Impl, refs, dims, var: Var, size: int) -> int:
         """Ask for the next iteration's tile of each operand the body reads from main
@@ -466,6 +485,28 @@ class _Emitter:
         self.w.line(f"{ctype} *restrict {name} = ({ctype} *)morello_scratch("
                     f"&morello_scratch_p[{slot}], &morello_scratch_n[{slot}], {nbytes});")
         return Buffer(name, new, False)
+
+
+def _views_to(body: Impl, impl: Impl) -> bool:
+    """Whether ``body`` is ``impl`` under cache views only (which emit no code), so that
+    ``impl`` is all that ``body`` runs."""
+    while body is not impl:
+        act = body.action
+        if not (isinstance(act, Move) and act.layout is None and len(body.children) == 1):
+            return False
+        body = body.children[0]
+    return True
+
+
+@dataclass(frozen=True)
+class _Enclosing:
+    """A serial loop being emitted: its body, variable, step and operand dims (for the
+    prefetch of the next tile across it: ``_Emitter._prefetch_next``)."""
+
+    body: Impl
+    var: Var
+    size: int
+    dims: list
 
 
 @dataclass

@@ -141,3 +141,25 @@ def test_a_panel_of_rhs_viewed_in_l2_compiles_and_matches_numpy():
     prog = morello.synthesize(spec, "avx512", db=False)
     assert "Move(op=1, L2, view)" in str(prog.impl), prog.impl.pformat()
     _assert_matches_numpy(prog)
+
+
+def test_the_c_tile_of_the_next_row_is_prefetched_on_the_last_column_tile():
+    """Register tiles 6x16 over an 18x32 output, rows outermost: the tile loaded after
+    the last column tile of a row of tiles is the first of the next row, so its lines
+    (each row's first and last element: numpy aligns arrays to 16 bytes, not to a line)
+    are prefetched there, and the program still matches numpy."""
+    from morello.memory import Level
+
+    prog = schedule(morello.matmul(18, 64, 32),
+                    [ToAccum(), None, TileOut(1, 6), morello.Move(0, Level.L1),
+                     TileOut(2, 16)])
+    c = prog.c_source
+    body = c[c.index("int kernel("):]
+    nxt = body[body.index("} else if (i0 + 1 < 3) {"):]
+    nxt = nxt[:nxt.index("}", 1)]
+    want = [f"&out[192 * i0 + {192 + 32 * r + e}]" for r in range(6) for e in (0, 15)]
+    assert [w for w in want if w in nxt] == want
+    assert "&out[192 * i0 + 16 * i1 + 31]" in body  # the last element of the next column tile
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in ((18, 64), (64, 32)))
+    np.testing.assert_allclose(prog.compile()(a, b), a @ b, rtol=1e-4, atol=1e-4)
