@@ -24,9 +24,8 @@ if _importlib_util.find_spec("morello._graph") is None:  # a source tree, not bu
         "(a clone's root is first on sys.path). Run from another directory to use the "
         "installed morello, or build it here with `pip install -e .`")
 
-from morello.api import (  # noqa: E402 (after the check above)
-    DatabaseWarning,
-    Program,
+from morello.api import DatabaseWarning, Program, synthesize  # noqa: E402 (after the check above)
+from morello.constructors import (  # noqa: E402
     add,
     add_bias,
     attention,
@@ -40,7 +39,6 @@ from morello.api import (  # noqa: E402 (after the check above)
     reduce_sum,
     relu,
     softmax,
-    synthesize,
 )
 from morello.errors import BuildError, DatabaseError, MorelloError, RewriteError, SpecError
 from morello.memory import Level
