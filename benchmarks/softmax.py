@@ -91,7 +91,7 @@ double copy_bench(const float *restrict x, float *restrict y, long n, long iters
 }
 /* The passes over memory of morello's programs beyond the LLC with no arithmetic: a
  * row's max; the row copied into a buffer of a row (L1) and summed, the row two on
- * asked into L2 meanwhile (as codegen.emit.DRAM_PASSES_AHEAD); the buffer scaled and
+ * asked into L2 meanwhile (as codegen.prefetch.DRAM_PASSES_AHEAD); the buffer scaled and
  * stored past the caches. What those programs could reach with an exp for free. */
 double rows_bench(const float *restrict x, float *restrict y, long rows, long cols,
                   long iters) {

@@ -12,167 +12,28 @@ named variables, which the C compiler keeps in registers.
 """
 from __future__ import annotations
 
-import itertools
 import math
-from dataclasses import dataclass, field
 from importlib import resources
 
 from morello import targets
 from morello.codegen.affine import Affine, Var
+from morello.codegen.prefetch import Prefetcher, _Enclosing, _NextTile
+from morello.codegen.views import Buffer, OperandView, Ref, index_expr
 from morello.codegen.writer import Namer, Writer
 from morello.errors import MorelloError
 from morello.impl import Impl
 from morello.kernels import KernelTable, table_for
-from morello.layouts import Layout
 from morello.memory import Level, Target
 from morello.nodes import NEW, NEW2, Block, KernelCall, Loop, Nest, NestStep
-from morello.rewrites.move import Move
-from morello.specs import PrimKind, Spec
+from morello.specs import Spec
 from morello.tensorspec import TensorSpec
 
-Coord = Affine  # a tile origin: affine in the enclosing loops' variables
-Offset = Affine | str  # a buffer offset; C text only where a pack division stays
 
 def partial(name: str) -> str:
     return resources.files("morello.codegen").joinpath("partials").joinpath(name).read_text()
 
 
-def _term(x: Coord, pack: int | None, inner: bool) -> Offset:
-    if not pack:
-        return x
-    dm = x.divmod(pack)
-    if dm is not None:
-        return dm[1] if inner else dm[0]
-    return f"(({x}) % {pack})" if inner else f"(({x}) / {pack})"
-
-
-def index_expr(layout: Layout, shape: tuple[int, ...], origin: tuple[Coord, ...]) -> Offset:
-    """Buffer offset of ``origin`` for a buffer of ``shape`` laid out by ``layout``."""
-    total = Affine()
-    text = []
-    for d, p, inner, stride in layout.index_terms(shape):
-        t = _term(origin[d], p, inner)
-        if isinstance(t, Affine):
-            total = total + t.scaled(stride)
-        else:
-            text.append(t if stride == 1 else f"{t} * {stride}")
-    if not text:
-        return total
-    if total != Affine():
-        text.append(total.c())
-    return " + ".join(text)
-
-
-def _plus(base: Offset, off: int | str | Affine) -> str:
-    if isinstance(base, Affine) and not isinstance(off, str):
-        return (base + off).c()
-    if isinstance(off, int) and off == 0:
-        return str(base)
-    return f"{base} + {off}"
-
-
-@dataclass(frozen=True)
-class Buffer:
-    name: str
-    tensor: TensorSpec  # the whole buffer's TensorSpec (its shape and layout)
-    registers: bool
-    # A strided view (``nodes.View.strides``): element x at ``base + sum(x[d] *
-    # strides[d])`` of the C array ``name``, whatever ``tensor``'s layout says.
-    strides: tuple[int, ...] | None = None
-    base: Affine = field(default_factory=Affine)
-
-
-@dataclass(frozen=True)
-class Ref:
-    buffer: Buffer
-    origin: tuple[Coord, ...]
-
-    def shifted(self, dim: int, by: int | Affine) -> Ref:
-        o = list(self.origin)
-        o[dim] = o[dim] + by
-        return Ref(self.buffer, tuple(o))
-
-
-class OperandView:
-    """What a kernel emitter sees of one operand (see ``morello.kernels.base``)."""
-
-    def __init__(self, ref: Ref, spec: TensorSpec) -> None:
-        self.ref = ref
-        self.spec = spec
-        # Set by the emitter when this kernel should prefetch the next tile of an
-        # enclosing loop (``_Emitter._stream_next``): a C expression, the element offset
-        # from any element of this view to the same element of that tile (0 on the
-        # loop's last iteration). A kernel that emits the prefetches sets ``prefetched``.
-        self.next_tile: str | None = None
-        # Where to: L2 in a problem beyond the last-level cache, where the next tile comes
-        # from DRAM; else L1 (``_Emitter._stream_next``).
-        self.next_tile_hint = "_MM_HINT_T0"
-        self.prefetched = False
-        # Lines ahead along a long run of this operand that the kernel may prefetch into
-        # L2 (``CostConstants.gl_prefetch``): set for main-memory operands of a problem
-        # beyond the last-level cache (``_Emitter.dram``), else 0.
-        self.prefetch_lines = 0
-        # Whether this is such an operand (main memory, the problem beyond the LLC).
-        self.from_dram = False
-        # For such an operand, how far ahead (in bytes of it read in between) a kernel may
-        # prefetch lines into L2 and find them there: L2 as the target sizes it (256 KiB;
-        # hosts have 512 KiB to 2 MiB).
-        self.prefetch_room = 0
-        # For such an operand, the target's last-level cache (``Target.llc_bytes``): a
-        # buffer not much larger keeps part of itself there from one call to the next.
-        self.llc_bytes = 0
-
-    def _offset(self) -> Offset:
-        b = self.ref.buffer
-        if b.strides is not None:
-            total = b.base
-            for x, st in zip(self.ref.origin, b.strides):
-                total = total + x.scaled(st)
-            return total
-        return index_expr(b.tensor.layout, b.tensor.shape, self.ref.origin)
-
-    def lval(self) -> str:
-        b = self.ref.buffer
-        off = self._offset()
-        if b.registers:
-            if not isinstance(off, Affine) or off.constant is None:
-                raise AssertionError("register tile with a symbolic origin")
-            k = off.constant
-            if b.tensor.level is Level.VRF:
-                vs = b.tensor.vector_size
-                assert vs is not None
-                return f"{b.name}_{k // vs}[{k % vs}]"
-            return f"{b.name}_{k}"
-        return f"{b.name}[{off}]"
-
-    def ptr(self, off: int | str) -> str:
-        return f"&{self.ref.buffer.name}[{_plus(self._offset(), off)}]"
-
-    def ptr_at(self, coord: tuple[int, ...]) -> str:
-        """C pointer to the element at ``coord`` (tile coordinates) of a tensor in memory."""
-        return self.at(coord).ptr(0)
-
-    def at(self, coord: tuple[int | Affine, ...]) -> OperandView:
-        """The view whose origin is ``coord`` (tile coordinates: ints, or ``Affine``
-        expressions of a kernel's own loop variables) from this one's."""
-        ref = self.ref
-        for d, c in enumerate(coord):
-            if not (isinstance(c, int) and c == 0):
-                ref = ref.shifted(d, c)
-        return OperandView(ref, self.spec)
-
-    def vec(self, j: int) -> str:
-        b = self.ref.buffer
-        off = self._offset()
-        assert isinstance(off, Affine) and off.constant is not None
-        k = off.constant
-        vs = b.tensor.vector_size
-        assert vs is not None
-        assert k % vs == 0
-        return f"{b.name}_{k // vs + j}"
-
-
-class _Emitter:
+class _Emitter(Prefetcher):
     def __init__(self, target: Target, threads: int = 1, dram: bool = False) -> None:
         self.target = target
         self.kernels: KernelTable = table_for(target)
@@ -266,121 +127,6 @@ class _Emitter:
                     self.fence()  # each thread's own stores, before the loop's join
         if rem:
             self.emit(impl.children[1], shifted(full * size))
-
-    def _prefetch_next(self, impl: Impl, body: Impl, refs, dims, var: Var, size: int,
-                       rem: int) -> None:
-        """If the loop body starts by loading a tile from main memory into registers (the C
-        tile of a register-tile matmul), prefetch the tile loaded next first: its lines then
-        arrive while this iteration computes. On the last iteration that is the first tile
-        of the enclosing loop's next iteration, when this loop is all of that loop's body."""
-        o = self._register_load(body)
-        if o is None or dims[o] is None or refs[o].buffer.registers:
-            return
-        t = body.spec.operands[o]
-        if t.level is not Level.GL or not t.shape:
-            return
-        # Each row's lines, and the line of its last element: caller arrays need not be
-        # aligned to a line (numpy's are to 16 bytes), so a row may reach one line further.
-        per_line = max(1, self.target.line_bytes // t.dtype.size)
-        cols = sorted({*range(0, t.shape[-1], per_line), t.shape[-1] - 1})
-        lines = [(*lead, c) for lead in itertools.product(*(range(n) for n in t.shape[:-1]))
-                 for c in cols]
-        if len(lines) > PREFETCH_MAX_LINES:
-            return
-        nxt = OperandView(refs[o].shifted(dims[o], Affine.var(var, size) + size), t)
-        outer = self.loops[-1] if self.loops and _views_to(self.loops[-1].body, impl) else None
-        if rem or outer is None or outer.dims[o] is None:
-            outer = None
-        self.w.open(f"if ({var.name} + 1 < {var.extent}) {{")
-        for c in lines:
-            self.w.line(self.isa.prefetch(nxt.at(c).ptr(0), Level.L1))
-        if outer is not None:
-            after = OperandView(refs[o].shifted(outer.dims[o], outer.size), t)
-            self.w.reopen(f"}} else if ({outer.var.name} + 1 < {outer.var.extent}) {{")
-            for c in lines:
-                self.w.line(self.isa.prefetch(after.at(c).ptr(0), Level.L1))
-        self.w.close()
-
-    def _stream_next(self, body: Impl, refs, dims, var: Var, size: int) -> int:
-        """Ask for the next iteration's tile of each operand the body reads from main
-        memory in several passes (a softmax row: its max, then its exps, then...) to be
-        prefetched during the second pass: the first brings this tile into L1, and the
-        later ones touch no memory, so the hardware prefetchers idle while the core
-        computes. The kernel of that pass emits the prefetches through its loop
-        (``OperandView.next_tile``) if it can. Only for tiles that are one contiguous run
-        and fit half of L1 beside this one, issued in the second pass (in the first, or
-        all at once, they came too late or evicted this tile). Beyond the last-level
-        cache, into L2 instead, and tiles up to half of L2: into L1 the next row evicted
-        this one's. From main memory, the prefetched tile is as many tiles on
-        as puts the prefetches ``DRAM_PASSES_AHEAD`` rows ahead (``_NextTile.offset``). Returns
-        how many operands it asked for (kept in
-        ``self.next_tiles`` while the body is emitted)."""
-        reads = body.spec.kind.info.reads
-        writes = body.spec.kind.info.writes
-        level = Level.L2 if self.dram else Level.L1
-        room = self.target.capacity[level] * self.target.line_bytes // 2
-        pushed = 0
-        for o, (r, d) in enumerate(zip(refs, dims)):
-            t = body.spec.operands[o]
-            if (d is None or r.buffer.registers or o not in reads or o in writes
-                    or r.buffer.tensor.level is not Level.GL or not t.contiguous
-                    or not self.target.line_bytes <= t.bytes <= room or var.extent < 2):
-                continue
-            here = OperandView(r, t)._offset()
-            there = OperandView(r.shifted(d, size), t)._offset()
-            if not isinstance(here, Affine) or not isinstance(there, Affine):
-                continue
-            step = (there + here.scaled(-1)).constant
-            if not step:
-                continue
-            # How many tiles on it may prefetch: from main memory as many as fit the
-            # room, within the LLC the next.
-            most = max(1, room // t.bytes) if self.dram else 1
-            self.next_tiles.append(_NextTile(
-                r.buffer, var.name, var.extent, step, d, t.shape[d], most,
-                self.isa.hint(Level.L2 if self.dram else Level.L1)))
-            pushed += 1
-        return pushed
-
-    def _ask_prefetch(self, impl: Impl, ops: list[OperandView]) -> list[tuple[int, _NextTile]]:
-        """Set ``next_tile`` on the operands of a kernel that is the second pass over a
-        tile ``_stream_next`` asked for; returns ``(operand, request)`` pairs."""
-        asked: list[tuple[int, _NextTile]] = []
-        if not self.next_tiles:
-            return asked
-        reads = impl.spec.kind.info.reads
-        for nt in self.next_tiles:
-            if nt.done:
-                continue
-            for i in reads:
-                if ops[i].ref.buffer is nt.buffer:
-                    # A pass is the kernels of one kind: unrolled copies, and the pieces
-                    # and tail of a split row (1000x20000's max in 8192 and 3616 floats),
-                    # count once.
-                    nt.passes.add(impl.spec.kind)
-                    if len(nt.passes) == 2 and ops[i].next_tile is None:
-                        ops[i].next_tile = nt.offset(ops[i].spec.shape[nt.dim])
-                        ops[i].next_tile_hint = nt.hint
-                        asked.append((i, nt))
-                    break
-        return asked
-
-    def _register_load(self, impl: Impl) -> int | None:
-        """The operand of ``impl``'s Spec whose tile ``impl`` first copies into registers
-        (through cache views), or None if it does not start so."""
-        node = impl.action.apply(impl.spec, self.target)
-        if not isinstance(node, Block) or not node.steps:
-            return None
-        if node.alloc is None:  # a view: the same operands
-            if len(impl.children) != 1:
-                return None
-            inner = self._register_load(impl.children[0])
-            return None if inner is None else node.steps[0][inner]
-        first = node.steps[0]
-        if node.alloc.level is not Level.VRF or len(first) != 2 or first[1] != NEW \
-                or first[0] == NEW or impl.children[0].spec.kind is not PrimKind.MOVE:
-            return None
-        return first[0]
 
     @staticmethod
     def _for(v: Var) -> str:
@@ -485,66 +231,6 @@ class _Emitter:
         self.w.line(f"{ctype} *restrict {name} = ({ctype} *)morello_scratch("
                     f"&morello_scratch_p[{slot}], &morello_scratch_n[{slot}], {nbytes});")
         return Buffer(name, new, False)
-
-
-def _views_to(body: Impl, impl: Impl) -> bool:
-    """Whether ``body`` is ``impl`` under cache views only (which emit no code), so that
-    ``impl`` is all that ``body`` runs."""
-    while body is not impl:
-        act = body.action
-        if not (isinstance(act, Move) and act.layout is None and len(body.children) == 1):
-            return False
-        body = body.children[0]
-    return True
-
-
-@dataclass(frozen=True)
-class _Enclosing:
-    """A serial loop being emitted: its body, variable, step and operand dims (for the
-    prefetch of the next tile across it: ``_Emitter._prefetch_next``)."""
-
-    body: Impl
-    var: Var
-    size: int
-    dims: list
-
-
-@dataclass
-class _NextTile:
-    """A request of ``_Emitter._stream_next``: prefetch a later tile of ``buffer`` (the
-    next, or further on from main memory: ``offset``) in the second kernel that reads
-    it."""
-
-    buffer: Buffer
-    var: str  # the loop's index
-    extent: int
-    step: int  # elements from one tile to the next
-    dim: int  # the buffer's dim the loop walks
-    size: int  # the tile's size along it
-    most: int  # tiles on at most
-    hint: str  # the ISA's prefetch hint (``Isa.hint``)
-    passes: set = field(default_factory=set)  # the kinds of the kernels that read it
-    done: bool = False
-
-    def offset(self, pass_size: int) -> str:
-        """The C expression of the prefetched tile's offset, for a pass over
-        ``pass_size`` of the tile's ``size`` along ``dim`` at a time (a row of a
-        softmax's tile of rows): the tile that puts the prefetches DRAM_PASSES_AHEAD
-        rows ahead, at most ``most`` tiles on (1 within the LLC)."""
-        per_tile = max(1, self.size // max(1, pass_size))
-        ahead = min(self.most, -(-DRAM_PASSES_AHEAD // per_tile))
-        return f"{self.var} + {ahead} < {self.extent} ? {ahead * self.step} : 0"
-
-
-# How far ahead, in rows (one run of a multi-pass loop's passes), a loop over main
-# memory prefetches (``_NextTile.offset``): the next row's lines, asked for during this
-# row's exps, arrived too late for its max pass; more than two rows gained nothing, and
-# tiles of several rows keep one tile on. Rows in pieces count as one row.
-DRAM_PASSES_AHEAD = 2
-
-
-# At most this many prefetches per loop iteration (a register tile has at most 32 lines).
-PREFETCH_MAX_LINES = 32
 
 
 def _pack_split(refs, dims, size: int, full: int) -> int | None:

@@ -257,7 +257,7 @@ def _loop_bodies(c: str) -> list[str]:
 def test_a_row_loop_prefetches_the_next_rows_in_its_exp_pass(db):
     """Rows read from main memory in several passes (max, then exps, then the scale):
     the second pass, the exps, prefetches the same elements of the next tile of rows
-    (``codegen.emit._Emitter._stream_next``), the first does not (the hardware follows
+    (``codegen.prefetch.Prefetcher._stream_next``), the first does not (the hardware follows
     that stream), and the last tile prefetches itself, not past the input. A one-pass
     row loop (relu) gets none. Both still match numpy."""
     prog = morello.synthesize(morello.softmax(64, 1024), db=db)
@@ -297,7 +297,7 @@ def test_beyond_the_last_level_cache_the_next_rows_go_into_l2(cols):
 @pytest.mark.parametrize("cols", [1024, 4096])
 def test_beyond_the_last_level_cache_rows_are_prefetched_two_rows_ahead(cols):
     """From main memory the exps of one row prefetch the row two on, or the next tile's
-    where a tile has two rows or more (``codegen.emit.DRAM_PASSES_AHEAD``): the next
+    where a tile has two rows or more (``codegen.prefetch.DRAM_PASSES_AHEAD``): the next
     row's lines, asked for a row ahead, arrived too late for its max pass (4096x4096:
     1.08-1.16x). The last tiles prefetch themselves, not past the input."""
     import re
