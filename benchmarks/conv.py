@@ -10,9 +10,11 @@ into one output array; im2col + numpy (the windows gathered into a matrix, one B
 matmul, the output reordered to NCHW) and torch (NCHW tensors, and channels_last for the
 channels-last programs) are timed through Python, each checked against numpy first. All
 timers run in each of ``--rounds`` interleaved rounds; the table gives medians, GFLOP/s,
-the fraction of the peak, and the median per-round ratios to the peers. torch's oneDNN
-is held to AVX2 (``ONEDNN_MAX_CPU_ISA``) when only AVX2 programs are timed, so that both
-sides use the same vector width; ``--torch-isa native`` lets it pick.
+the fraction of the peak, and the median per-round ratios to the peers. torch is held
+to AVX2 when only AVX2 programs are timed, so that both sides use the same vector width:
+its oneDNN (``ONEDNN_MAX_CPU_ISA``) and its MKL (``MKL_ENABLE_INSTRUCTIONS``: torch runs
+NCHW 1x1 convs as MKL matmuls, measured at 130 % of the AVX2 peak without it);
+``--torch-isa native`` lets it pick.
 """
 from __future__ import annotations
 
@@ -63,13 +65,14 @@ def main() -> None:
                     help="default: avx2, and avx512 where the host runs it")
     ap.add_argument("--layout", nargs="+", choices=("nchw", "nhwc"), default=["nchw", "nhwc"])
     ap.add_argument("--torch-isa", choices=("avx2", "native"),
-                    help="the widest ISA torch's oneDNN may use (default: avx2 when only "
+                    help="the widest ISA torch's oneDNN and MKL may use (default: avx2 when only "
                          "avx2 programs are timed, else native)")
     args = ap.parse_args()
     targets = args.targets or [t for t in ("avx2", "avx512") if host_lacks(TARGETS[t]) is None]
     torch_isa = args.torch_isa or ("avx2" if targets == ["avx2"] else "native")
     if torch_isa == "avx2":  # read by oneDNN when it first dispatches, so set before torch
         os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX2"
+        os.environ["MKL_ENABLE_INSTRUCTIONS"] = "AVX2"
     lib = calibrate._lib(AVX2)
     torch = optional_torch()
     conv = torch.nn.functional.conv2d if torch is not None else None
@@ -125,7 +128,7 @@ def main() -> None:
                     times[i][k].append(timer())
     peak = statistics.median(peaks)
     print(f"this run: AVX2 FMA peak {peak:.1f} GFLOP/s (one core), {args.rounds} rounds"
-          + (f"; torch's oneDNN ISA: {torch_isa}" if torch else "; torch not importable")
+          + (f"; torch's ISA (oneDNN, MKL): {torch_isa}" if torch else "; torch not importable")
           + "\n")
     print("| layer | program | GFLOP/s | % of AVX2 peak | vs im2col+numpy | vs torch nchw "
           "| vs torch channels_last | search s |")

@@ -27,6 +27,11 @@ O(log n) depth. Each leaf screens its boxes on the FILTER_DIMS dimensions in
 which they differ most, from a contiguous copy of those bounds, before
 checking a candidate in full: this saves most cache misses of a scan.
 
+One module, past the house's 700 lines, because it is one extension type: the box
+buffers and the tree index the same ids under one set of invariants, the DP's point
+lookup (``_locate``, cimported) walks both, and Cython cannot spread one cdef class
+over modules; a tree of its own type would cost a pointer chase per lookup.
+
 Concurrency: the table is not locked. The Python methods keep the GIL, so
 Python threads are safe; C callers of the nogil methods must serialize
 mutation themselves.
