@@ -1,5 +1,5 @@
 """Convolutions: morello's programs next to im2col + numpy's matmul and torch's conv2d, on
-one thread, with the AVX2 FMA peak measured in the same rounds.
+one thread, with the FMA peak of each target's vectors measured in the same rounds.
 
     python benchmarks/conv.py [--rounds 5] [--layers stem 3x3 1x1 3x3s2 7x7 tiny]
                               [--targets avx2 avx512] [--layout nchw nhwc]
@@ -26,12 +26,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-from timers import c_timer, optional_torch, py_timer
+from timers import c_timer, fma_peak, optional_torch, py_timer
 
 import morello
-from morello import calibrate
 from morello.kinds import conv2d_numpy
-from morello.memory import AVX2, TARGETS, host_lacks
+from morello.memory import TARGETS, host_lacks
 
 # name -> (n, c, h, w, f, kh, kw, stride, pad): ResNet-50's layers and a tiny conv.
 LAYERS = {
@@ -73,7 +72,10 @@ def main() -> None:
     if torch_isa == "avx2":  # read by oneDNN when it first dispatches, so set before torch
         os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX2"
         os.environ["MKL_ENABLE_INSTRUCTIONS"] = "AVX2"
-    lib = calibrate._lib(AVX2)
+    # One core's FMA peak in each timed target's vectors; peers against torch's widest.
+    peak_of = {t: fma_peak(TARGETS[t]) for t in {*targets, "avx2"}}
+    peer_isa = "avx2" if torch_isa == "avx2" else max(
+        targets, key=lambda t: max(TARGETS[t].vector_bytes))
     torch = optional_torch()
     conv = torch.nn.functional.conv2d if torch is not None else None
     rows = []
@@ -120,23 +122,27 @@ def main() -> None:
             flops = 2 * n * f * c * kh * kw * want.shape[2] * want.shape[3]
             rows.append((name, flops, timers, searches))
         times = [{k: [] for k in r[2]} for r in rows]
-        peaks = []
+        peaks: dict[str, list[float]] = {t: [] for t in peak_of}
         for _ in range(args.rounds):
-            peaks.append(16 / (min(lib.cal_fma(20_000_000) for _ in range(3)) * 1e9))
+            for t, measure in peak_of.items():
+                peaks[t].append(measure())
             for i, r in enumerate(rows):
                 for k, timer in r[2].items():
                     times[i][k].append(timer())
-    peak = statistics.median(peaks)
-    print(f"this run: AVX2 FMA peak {peak:.1f} GFLOP/s (one core), {args.rounds} rounds"
+    peak = {t: statistics.median(v) for t, v in peaks.items()}
+    print("this run: FMA peak of one core " + ", ".join(
+        f"{t} {v:.1f} GFLOP/s" for t, v in sorted(peak.items())) + f", {args.rounds} rounds"
           + (f"; torch's ISA (oneDNN, MKL): {torch_isa}" if torch else "; torch not importable")
           + "\n")
-    print("| layer | program | GFLOP/s | % of AVX2 peak | vs im2col+numpy | vs torch nchw "
+    print("| layer | program | GFLOP/s | % of peak | vs im2col+numpy | vs torch nchw "
           "| vs torch channels_last | search s |")
     print("|---|---|---|---|---|---|---|---|")
     for (name, flops, timers, searches), t in zip(rows, times):
         for k in timers:
             med = statistics.median(t[k])
-            cells = [name, k, f"{flops / med / 1e9:.1f}", f"{100 * flops / med / 1e9 / peak:.0f} %"]
+            isa = k.split()[1] if k.startswith("morello") else peer_isa
+            cells = [name, k, f"{flops / med / 1e9:.1f}",
+                     f"{100 * flops / med / 1e9 / peak[isa]:.0f} % ({isa})"]
             for peer in ("im2col+numpy", "torch nchw", "torch channels_last"):
                 if peer in t and k.startswith("morello"):
                     ratio = statistics.median(p / m for p, m in zip(t[peer], t[k]))

@@ -27,7 +27,6 @@ as two halves).
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
 import statistics
 import tempfile
@@ -40,16 +39,11 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
-from timers import c_timer, optional_torch, py_timer  # noqa: E402
+from timers import c_timer, fma_peak, optional_torch, py_timer  # noqa: E402
 
 import morello  # noqa: E402
 from morello import calibrate
-from morello.codegen.build import compile_c
 from morello.memory import AVX2, calibration_source, host_lacks, parse_target
-
-# The FMA peak in zmm registers: cal_fma's 12 independent chains, 16 lanes each.
-FMA512_C = ("#include <immintrin.h>\n#include <time.h>\n" + calibrate.FMA_CHAINS
-            + "MORELLO_FMA_CHAINS(fma512, __m512, _mm512)\n")
 
 
 def _peers(x, w, out, lay, torch) -> dict:
@@ -82,11 +76,7 @@ def main() -> None:
         raise SystemExit(f"this host cannot run {args.target} code: {why}")
     torch = optional_torch()
     lib = calibrate._lib(AVX2)
-    fma512 = None
-    if target.isa == "avx512":
-        fma512 = ctypes.CDLL(str(compile_c(FMA512_C, target.cflags))).fma512
-        fma512.restype = ctypes.c_double
-        fma512.argtypes = [ctypes.c_long]
+    fma512 = fma_peak(target) if target.isa == "avx512" else None
     rng = np.random.default_rng(0)
     cases = [(args.k, args.n, "rm"), (args.k, args.n, "cm"), (512, 1024, "rm"),
              (512, 1024, "cm")]
@@ -125,7 +115,7 @@ def main() -> None:
                                  for s in (1, 2, 4)))
             peak = 16 / (min(lib.cal_fma(20_000_000) for _ in range(3)) * 1e9)
             if fma512 is not None:
-                peak = max(peak, 32 / (min(fma512(20_000_000) for _ in range(3)) * 1e9))
+                peak = max(peak, fma512())
             peaks.append(peak)
             for i, r in enumerate(rows):
                 for name, timer in r[3].items():

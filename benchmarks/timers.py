@@ -42,3 +42,21 @@ def optional_torch():
         return None
     torch.set_num_threads(1)
     return torch
+
+
+def fma_peak(target):
+    """A function measuring one core's FMA peak (GFLOP/s) in ``target``'s widest vectors:
+    ``morello.calibrate``'s 12 independent FMA chains, built for ``target``."""
+    import ctypes
+
+    from morello import calibrate
+    from morello.codegen.build import compile_c
+
+    lanes = max(target.vector_bytes) // 4
+    v, p = ("__m512", "_mm512") if lanes == 16 else ("__m256", "_mm256")
+    src = ("#include <immintrin.h>\n#include <time.h>\n" + calibrate.FMA_CHAINS
+           + f"MORELLO_FMA_CHAINS(fma_peak, {v}, {p})\n")
+    fn = ctypes.CDLL(str(compile_c(src, target.cflags))).fma_peak
+    fn.restype = ctypes.c_double
+    fn.argtypes = [ctypes.c_long]
+    return lambda: 2 * lanes / (min(fn(20_000_000) for _ in range(3)) * 1e9)

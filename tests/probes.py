@@ -235,8 +235,10 @@ def random_user_spec(rng: np.random.Generator):
     from morello.api import OPERATIONS
     from morello.dtypes import SUPPORTED
 
-    op = str(rng.choice(sorted(set(OPERATIONS) - {"conv"})))  # conv: tests/test_conv.py
+    op = str(rng.choice(sorted(OPERATIONS)))
     make = OPERATIONS[op][1]
+    if op == "conv":
+        return random_conv(rng, serial=rng.random() >= 0.2)
     parallel = rng.random() < 0.2
     kw: dict = {"serial": not parallel}
     if op == "matmul":  # every mix of dtypes a matmul takes, f32 most often
@@ -266,6 +268,27 @@ def random_user_spec(rng: np.random.Generator):
         if op == "fill":
             kw["value"] = float(rng.choice([0.0, -np.inf])) if kw["dtype"].is_float else 0.0
         return make(*shape, **kw), 2 if parallel else 1
+
+
+def random_conv(rng: np.random.Generator, serial: bool = True):
+    """(Spec, threads): a conv of small odd sizes, any kernel, stride and padding that
+    leave an output, either layout."""
+    from morello.api import conv2d
+    from morello.errors import SpecError
+
+    while True:
+        n, c, f = (int(rng.choice([1, 1, 2])), int(rng.integers(1, 17)),
+                   int(rng.integers(1, 25)))
+        h, w = (int(rng.integers(1, 25)) for _ in range(2))
+        kh, kw = (int(rng.choice([1, 1, 3, 3, rng.integers(1, 8)])) for _ in range(2))
+        stride = int(rng.choice([1, 1, 2, rng.integers(1, 4)]))
+        pad = int(rng.integers(0, max(kh, kw)))
+        try:
+            spec = conv2d(n, c, h, w, f, kh, kw, stride=stride, pad=pad, serial=serial,
+                          layout=str(rng.choice(["nchw", "nhwc"])))
+        except SpecError:
+            continue
+        return spec, 1 if serial else 2
 
 
 def sweep_one(spec, threads: int, db, seed: int = 0,

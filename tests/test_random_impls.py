@@ -134,3 +134,25 @@ def test_random_impls_of_every_kind_match_numpy(spec, seed):
     note(prog.c_source)
     ok, err = prog.verify(seed=seed)
     assert ok, err
+
+
+@pytest.mark.isa("avx2")
+@settings(max_examples=8, deadline=None)
+@given(st.integers(0, 10**6))
+def test_random_impls_of_convs_match_numpy(seed):
+    """Random lowerings of random convs (odd sizes, kernels, strides, pads, both layouts),
+    and random programs below them: every one matches numpy."""
+    from probes import random_conv
+
+    from morello.api import Program
+    from morello.search import SearchStats
+
+    spec, _ = random_conv(np.random.default_rng(seed))
+    note(str(spec))
+    eng = Engine(AVX2)
+    eng.solve(spec)
+    impl = random_impl(spec, eng, random.Random(seed))
+    note(impl.pformat())
+    prog = Program(spec, AVX2, impl, SearchStats(), 0.0)
+    ok, err = prog.verify(seed=seed)
+    assert ok, err
