@@ -84,30 +84,82 @@ def compute_actions_fingerprint(target: Target) -> str:
     Databases carry this fingerprint and are refused under another one (``morello.db``),
     so adding a kernel or a tile size can never make stored indices name other actions.
     """
-    from morello import compose, coords
+    from morello import compose
     from morello.kernels import table_for
-    from morello.kinds import KINDS, param_samples
+    from morello.kinds import KINDS
     from morello.rewrites import bufferize, conv, decompose
+    ident = {
+        "kinds": [_kind_row(kind, info) for kind, info in KINDS.items()],
+        "kernels": table_for(target).identity(),
+        **_global_facts(target),
+        "decompositions": decompose.identity(),
+        "bufferize": bufferize.identity(),
+        "conv": conv.identity(),
+        "chains": [compose.MAX_CHAIN_RANK, compose.MAX_CHAIN_OPERANDS, compose.FAMILY_PREFIX],
+    }
+    text = json.dumps(ident, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def family_fingerprint(target: Target, family: str) -> str:
+    """What the results of table ``family`` depend on for ``target``: the facts every
+    family shares (``_global_facts``: tiles, packs, layouts, coordinates, the model
+    version) and the rows, kernels and rewrite identities of the kinds in its closure
+    only, so a kind, kernel or lowering that the family cannot reach leaves it unchanged.
+    (Not yet the key of stored contexts: ``docs/development.md``.)"""
+    from morello import compose
+    from morello.kernels import table_for
+    from morello.kinds import KINDS, PrimKind
+    from morello.rewrites import bufferize, conv, decompose
+
+    members: list = [k for k, i in KINDS.items() if i.family == family]
+    members = members or [compose.parse_family(family)]
+    reach = frozenset().union(*(closure(k) for k in members))
+    prims = sorted(k for k in reach if isinstance(k, PrimKind))
+    chains = sorted(k.family for k in reach if isinstance(k, compose.Chain))
+    table = table_for(target)
+    ident = {
+        "family": family,
+        **_global_facts(target),
+        "kinds": [_kind_row(k, KINDS[k]) for k in prims],
+        "kernels": [[k.name, [r.name for r in table.for_kind(k)]] for k in prims],
+        "decompositions": decompose.identity()
+        if any(k in decompose.DECOMPOSITIONS for k in prims) else None,
+        "conv": conv.identity() if any(KINDS[k].lowered for k in prims) else None,
+        "chains": [chains, bufferize.identity(), compose.MAX_CHAIN_RANK,
+                   compose.MAX_CHAIN_OPERANDS, compose.FAMILY_PREFIX] if chains else None,
+    }
+    text = json.dumps(ident, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def _kind_row(kind, info) -> list:
+    """A kind's row as action indices see it: operands, maps at every rank and sample of
+    its parameters, twins, staging."""
+    from morello.kinds import param_samples
+
+    lo, hi = info.ranks
+    maps = []
+    for rank in range(lo, hi + 1):
+        choices = [param_samples(n, rank) for n in info.params]
+        for params in _product(choices):
+            maps.append([rank, [repr(p) for p in params], info.operand_map(rank, params)])
+    return [kind.name, info.title, info.params, info.operands, info.reads,
+            info.writes, info.family, info.member,
+            info.accum.name if info.accum else None,
+            None if info.init is None else repr(info.init), info.accumulates,
+            info.staging, info.vrf_operands, info.l2_views, info.l2_panels, info.row_dim,
+            info.grouped_rows, info.scan, info.lowered, maps]
+
+
+def _global_facts(target: Target) -> dict:
+    """What every family's action indices depend on beyond its kinds."""
+    from morello import coords
+    from morello.kernels import table_for
     from morello.rewrites.move import LAYOUT_SCHEME
     from morello.rewrites.tile import tile_size_table
-    kinds = []
-    for kind, info in KINDS.items():
-        lo, hi = info.ranks
-        maps = []
-        for rank in range(lo, hi + 1):
-            choices = [param_samples(n, rank) for n in info.params]
-            for params in _product(choices):
-                maps.append([rank, [repr(p) for p in params],
-                             info.operand_map(rank, params)])
-        kinds.append([kind.name, info.title, info.params, info.operands, info.reads,
-                      info.writes, info.family, info.member,
-                      info.accum.name if info.accum else None,
-                      None if info.init is None else repr(info.init), info.accumulates,
-                      info.staging, info.vrf_operands, info.l2_views, info.l2_panels, info.row_dim,
-                      info.grouped_rows, info.scan, info.lowered, maps])
-    ident = {
-        "kinds": kinds,
-        "kernels": table_for(target).identity(),
+
+    return {
         "tiles": tile_size_table(target),
         "packs": target.pack_sizes,
         "layouts": LAYOUT_SCHEME,
@@ -122,13 +174,45 @@ def compute_actions_fingerprint(target: Target) -> str:
                    target.prefetch_streams, target.l2_panel_cols,
                    [d.code for d in target.sweep_dtypes]],
         "coords": coords.SCHEME,
-        "decompositions": decompose.identity(),
-        "bufferize": bufferize.identity(),
-        "conv": conv.identity(),
-        "chains": [compose.MAX_CHAIN_RANK, compose.MAX_CHAIN_OPERANDS, compose.FAMILY_PREFIX],
     }
-    text = json.dumps(ident, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def closure(kind) -> frozenset:
+    """The kinds a Spec of ``kind`` (a PrimKind or a chain) can reach through its rewrites,
+    ``kind`` included: the results stored for it depend on these kinds' rows and kernels
+    alone. Declared, not searched: each kind reaches Move and Fill (moves, the zero fill of
+    ToAccum), its table family and accumulating twin, its decompositions' steps, its
+    lowering's children; a chain its contiguous sub-chains and components. A property test
+    checks every expansion of sampled Specs against it."""
+    seen: set = set()
+    todo = [kind]
+    while todo:
+        k = todo.pop()
+        if k not in seen:
+            seen.add(k)
+            todo.extend(_reaches(k))
+    return frozenset(seen)
+
+
+def _reaches(kind) -> list:
+    from morello import compose
+    from morello.kinds import KINDS, PrimKind
+    from morello.rewrites import conv, decompose
+
+    out: list = [PrimKind.MOVE, PrimKind.FILL]
+    if isinstance(kind, compose.Chain):
+        n = len(kind.components)
+        out += [compose.sub_chain(kind, lo, hi)[0] for lo in range(n)
+                for hi in range(lo + 1, n + 1) if hi - lo < n]
+        return out
+    info = KINDS[kind]
+    out += [k for k, i in KINDS.items() if i.family == info.family]
+    if info.accum is not None:
+        out.append(info.accum)
+    out += [step[0] for steps in decompose.DECOMPOSITIONS.get(kind, ()) for step in steps]
+    if info.lowered:
+        out += list(conv.LOWERED_TO)
+    return out
 
 
 def _product(choices):

@@ -52,6 +52,8 @@ HWIO = Layout(tuple(PhysDim(d) for d in (2, 3, 1, 0)))
 
 _KINDS = (PrimKind.CONV, PrimKind.CONV_ACCUM)
 VARIANTS = ("rows", "merged", "wide", "nchw")
+# The kinds a lowering's children have (``morello.identity.closure``).
+LOWERED_TO = (PrimKind.MOVE, PrimKind.FILL, PrimKind.MATMUL_ACCUM)
 NCHW = Layout(tuple(PhysDim(d) for d in range(4)))
 # The filters as [fh, fw, f, c]: each tap an [F, C] matrix.
 HWOI = Layout(tuple(PhysDim(d) for d in (2, 3, 0, 1)))
