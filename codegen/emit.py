@@ -24,7 +24,7 @@ from morello.errors import MorelloError
 from morello.impl import Impl
 from morello.kernels import KernelTable, table_for
 from morello.memory import Level, Target
-from morello.nodes import NEW, NEW2, Block, KernelCall, Loop, Nest, NestStep
+from morello.nodes import Block, KernelCall, Loop, Nest, NestStep, buffer
 from morello.specs import Spec
 from morello.tensorspec import TensorSpec
 
@@ -133,14 +133,11 @@ class _Emitter(Prefetcher):
         return f"for (long {v.name} = 0; {v.name} < {v.extent}; {v.name}++) {{"
 
     def _block(self, impl: Impl, node: Block, refs: tuple[Ref, ...]) -> None:
-        bufs: dict[int, Buffer] = {}
-        for marker, alloc in ((NEW, node.alloc), (NEW2, node.alloc2)):
-            if alloc is not None:
-                bufs[marker] = self._declare(alloc)
+        bufs = {buffer(i): self._declare(alloc) for i, alloc in enumerate(node.allocs)}
 
         def ref(a: int) -> Ref:
-            if a in (NEW, NEW2):
-                buf = bufs[a]  # only a block that allocates names NEW (NEW2)
+            if a < 0:
+                buf = bufs[a]  # only a block that allocates names its buffers
                 return Ref(buf, (Affine(),) * len(buf.tensor.shape))
             return refs[a]
 

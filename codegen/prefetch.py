@@ -141,13 +141,13 @@ class Prefetcher:
         node = impl.action.apply(impl.spec, self.target)
         if not isinstance(node, Block) or not node.steps:
             return None
-        if node.alloc is None:  # a view: the same operands
+        if not node.allocs:  # a view: the same operands
             if len(impl.children) != 1:
                 return None
             inner = self._register_load(impl.children[0])
             return None if inner is None else node.steps[0][inner]
         first = node.steps[0]
-        if node.alloc.level is not Level.VRF or len(first) != 2 or first[1] != NEW \
+        if node.allocs[0].level is not Level.VRF or len(first) != 2 or first[1] != NEW \
                 or first[0] == NEW or impl.children[0].spec.kind is not PrimKind.MOVE:
             return None
         return first[0]

@@ -181,10 +181,8 @@ class Program:
         total = 0
         for node in self.impl.walk():
             applied = node.action.apply(node.spec, self.target)
-            allocs = getattr(applied, "allocs", None) or (
-                getattr(applied, "alloc", None), getattr(applied, "alloc2", None))
-            for alloc in allocs:
-                if alloc is not None and not alloc.level.counts_registers:
+            for alloc in getattr(applied, "allocs", ()):
+                if not alloc.level.counts_registers:
                     total += alloc.bytes
         return total
 

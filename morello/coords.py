@@ -43,7 +43,6 @@ from morello.dtypes import BY_NAME as DTYPES_BY_NAME
 from morello.layouts import Layout, PhysDim
 from morello.memory import LEVELS, NLEVELS, Level, MemoryLimits, Target
 from morello.specs import KINDS, PrimKind, Spec, operand_shapes
-from morello.targets.avx2 import TARGET as AVX2
 from morello.tensorspec import TensorSpec
 
 __all__ = [
@@ -315,7 +314,7 @@ def _vector_index(t: TensorSpec, target: Target) -> int:
     return target.vector_bytes.index(t.vector_size * t.dtype.size)
 
 
-def operand_coords(t: TensorSpec, target: Target = AVX2) -> tuple[int, int, int, int]:
+def operand_coords(t: TensorSpec, target: Target) -> tuple[int, int, int, int]:
     """The 4 coordinates of one operand: level, layout code, contig deficit, vector index."""
     try:
         vi = _vector_index(t, target)
@@ -327,7 +326,7 @@ def operand_coords(t: TensorSpec, target: Target = AVX2) -> tuple[int, int, int,
             len(t.layout.dims) - t.contig, vi)
 
 
-def spec_point(spec: Spec, target: Target = AVX2) -> tuple[int, ...]:
+def spec_point(spec: Spec, target: Target) -> tuple[int, ...]:
     """The coordinates of ``spec`` (see the module docstring for their order).
 
     ``target`` only matters for VRF operands, whose vector size is stored as an index
@@ -345,7 +344,7 @@ def spec_point(spec: Spec, target: Target = AVX2) -> tuple[int, ...]:
     return tuple(pt)
 
 
-def spec_from_coords(key: tuple, point: tuple[int, ...], target: Target = AVX2) -> Spec:
+def spec_from_coords(key: tuple, point: tuple[int, ...], target: Target) -> Spec:
     """The Spec at ``point`` of table ``key``: inverse of ``spec_key``/``spec_point``.
 
     Raises ValueError (a SpecError where the Spec itself is invalid) for a malformed key
@@ -398,7 +397,7 @@ def spec_from_coords(key: tuple, point: tuple[int, ...], target: Target = AVX2) 
     return Spec(kind, shape, tuple(operands), not serial, limits, params)
 
 
-def defined_for(spec: Spec, target: Target = AVX2) -> bool:
+def defined_for(spec: Spec, target: Target) -> bool:
     """Whether ``spec`` has coordinates (and so round-trips through them).
 
     Holds for every Spec whose layouts name only its operands' dims with pack sizes

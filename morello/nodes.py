@@ -8,10 +8,10 @@ Compose) adds a rewrite and no emitter branch. A node's children are the Impl's 
 - ``Loop(sdim, size, parallel)``: iterate Spec dim ``sdim`` in tiles of ``size``: child 0
   is the body, child 1 (if any) the boundary tile; every operand indexed by ``sdim``
   moves with the loop.
-- ``Block(steps, alloc, alloc2)``: run the children in order; ``steps[j]`` names child
-  j's operands, each an operand of this Spec (its index), ``NEW``, the buffer ``alloc``
-  declares for the block (a TensorSpec; None when the block allocates nothing), or
-  ``NEW2``, a second one (``alloc2``).
+- ``Block(steps, allocs)``: declare the buffers ``allocs`` (TensorSpecs; none for a
+  view), then run the children in order; ``steps[j]`` names child j's operands, each an
+  operand of this Spec (its index) or ``buffer(i)``, the block's buffer ``allocs[i]``
+  (``NEW`` and ``NEW2`` name the first two).
 - ``KernelCall(kernel)``: the target kernel of that name implements the Spec.
 - ``Nest(allocs, steps)``: declare the buffers ``allocs``, then run each child inside its
   own loop nest, its operands given as ``View`` s of this Spec's operands or of those
@@ -25,8 +25,14 @@ from dataclasses import dataclass
 
 from morello.tensorspec import TensorSpec
 
-NEW = -1  # in Block steps: the buffer the block allocates
-NEW2 = -2  # in Block steps: its second buffer
+
+def buffer(i: int) -> int:
+    """In Block steps: the block's buffer ``allocs[i]``."""
+    return -1 - i
+
+
+NEW = buffer(0)  # the block's first buffer
+NEW2 = buffer(1)  # its second
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +45,7 @@ class Loop:
 @dataclass(frozen=True, slots=True)
 class Block:
     steps: tuple[tuple[int, ...], ...]
-    alloc: TensorSpec | None = None
-    alloc2: TensorSpec | None = None
+    allocs: tuple[TensorSpec, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

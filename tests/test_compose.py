@@ -72,7 +72,7 @@ def test_attention_is_a_chain_with_shared_dims():
 @given(chain_st())
 def test_chain_families_and_coordinates_round_trip(spec):
     assert compose.parse_family(spec.kind.family) == spec.kind
-    assert spec_from_coords(spec_key(spec), spec_point(spec)) == spec
+    assert spec_from_coords(spec_key(spec), spec_point(spec, AVX2), AVX2) == spec
 
 
 @pytest.mark.parametrize("text", [

@@ -31,7 +31,7 @@ wide_spec_st = spec_st(max_dim=33)
 
 def _segments(spec):
     """The point of ``spec`` cut into its named segments (see ``morello.coords``)."""
-    pt = list(spec_point(spec))
+    pt = list(spec_point(spec, AVX2))
     accum = [pt.pop(0)] if KINDS[spec.kind].member is not None else []
     rank = len(spec.shape)
     shape, pt = pt[:rank], pt[rank:]
@@ -83,15 +83,15 @@ def test_layout_code_refuses_foreign_dims():
 @given(wide_spec_st)
 def test_spec_round_trips_through_coordinates(spec):
     note(str(spec))
-    assert defined_for(spec)
-    key, point = spec_key(spec), spec_point(spec)
+    assert defined_for(spec, AVX2)
+    key, point = spec_key(spec), spec_point(spec, AVX2)
     note(f"{key} {point}")
-    assert spec_from_coords(key, point) == spec
+    assert spec_from_coords(key, point, AVX2) == spec
 
 
 @given(wide_spec_st)
 def test_points_are_non_negative_ints_of_the_table_length(spec):
-    key, point = spec_key(spec), spec_point(spec)
+    key, point = spec_key(spec), spec_point(spec, AVX2)
     assert len(point) == point_len(key)
     assert all(type(c) is int and c >= 0 for c in point)
     # Keys are hashable and made of small ints and strings only.
@@ -104,8 +104,8 @@ def test_accum_shares_the_matmul_table():
     spec = morello.matmul(3, 4, 5)
     accum = dataclasses.replace(spec, kind=PrimKind.MATMUL_ACCUM)
     assert spec_key(spec) == spec_key(accum)
-    assert spec_point(accum)[0] == 0 < spec_point(spec)[0] == 1
-    assert spec_point(accum)[1:] == spec_point(spec)[1:]
+    assert spec_point(accum, AVX2)[0] == 0 < spec_point(spec, AVX2)[0] == 1
+    assert spec_point(accum, AVX2)[1:] == spec_point(spec, AVX2)[1:]
 
 
 def test_point_of_a_user_matmul():
@@ -113,7 +113,7 @@ def test_point_of_a_user_matmul():
     assert spec_key(spec) == ("Matmul", (), ("f32", "f32", "f32"), 4)
     # accum; b-1, m-1, k-1, n-1; per operand (GL, row-major, contiguous, no vector);
     # serial; RF, VRF raw, L1 = 512 lines -> 10, L2 = 4096 lines -> 13, GL = 2^25 -> 26.
-    assert spec_point(spec) == (
+    assert spec_point(spec, AVX2) == (
         1, 1, 6, 12, 8,
         4, 426, 0, 0, 4, 426, 0, 0, 4, 426, 0, 0,
         0, 16, 16, 10, 13, 26,
@@ -122,11 +122,11 @@ def test_point_of_a_user_matmul():
 
 @given(wide_spec_st)
 def test_malformed_points_raise_value_error(spec):
-    key, point = spec_key(spec), spec_point(spec)
+    key, point = spec_key(spec), spec_point(spec, AVX2)
     with pytest.raises(ValueError):
-        spec_from_coords(key, point[:-1])
+        spec_from_coords(key, point[:-1], AVX2)
     with pytest.raises(ValueError):
-        spec_from_coords(key, (-1,) + point[1:])
+        spec_from_coords(key, (-1,) + point[1:], AVX2)
 
 
 _KEYS = [
@@ -162,12 +162,12 @@ def _near_valid_point_st(draw, key):
 def test_spec_from_coords_is_exact_on_its_image(key_point):
     key, point = key_point
     try:
-        spec = spec_from_coords(key, tuple(point))
+        spec = spec_from_coords(key, tuple(point), AVX2)
     except ValueError:
         return
     note(str(spec))
     assert spec_key(spec) == key
-    assert spec_point(spec) == tuple(point)
+    assert spec_point(spec, AVX2) == tuple(point)
 
 
 def test_foreign_vector_sizes_are_not_defined():
@@ -175,9 +175,9 @@ def test_foreign_vector_sizes_are_not_defined():
     out = spec.operands[2]
     odd = dataclasses.replace(out, level=Level.VRF, vector_size=2)
     bad = spec.with_operand(2, odd)
-    assert not defined_for(bad)
+    assert not defined_for(bad, AVX2)
     with pytest.raises(ValueError):
-        spec_point(bad)
+        spec_point(bad, AVX2)
 
 
 @given(matmul_spec_st(max_dim=8))

@@ -81,7 +81,7 @@ class Bufferize:
     def apply(self, spec: Spec, target: Target) -> Block:
         new = self.buffer(spec)
         assert new is not None and isinstance(spec.kind, compose.Chain)
-        return Block(compose.split_steps(spec.kind, self.index, NEW), new)
+        return Block(compose.split_steps(spec.kind, self.index, NEW), (new,))
 
     def __str__(self) -> str:
         return f"Bufferize({self.index}, {self.level})"

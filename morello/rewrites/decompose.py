@@ -179,7 +179,10 @@ class Decompose:
         new = self.buffer(spec) if self.allocates(spec) else None
         steps = self.steps(spec)
         assert steps is not None  # apply follows a successful expand
-        return Block(tuple(step[1] for step in steps), new, self.row_buffer(spec))
+        row = self.row_buffer(spec)
+        assert row is None or new is not None  # a row (NEW2) comes with its first buffer
+        return Block(tuple(step[1] for step in steps),
+                     tuple(b for b in (new, row) if b is not None))
 
     def __str__(self) -> str:
         return f"Decompose({self.level}{f', variant={self.variant}' if self.variant else ''})"

@@ -144,7 +144,7 @@ class Move:
         steps.append(body)
         if self.operand in info.writes:
             steps.append((NEW, self.operand))
-        return Block(tuple(steps), new)
+        return Block(tuple(steps), (new,))
 
     def __str__(self) -> str:
         lay = "view" if self.layout is None else str(self.layout)
