@@ -328,6 +328,8 @@ def _chain_spec(args):
     first, *rest = parts
     if first[0] not in CHAIN_OPS:
         what = "cannot start a chain" if first[0] in OPS else "unknown operation in the chain"
+        if first[0] in OPERATIONS:  # say why, as the kind table does
+            what += f": {chain_step_reason(OPERATIONS[first[0]][0])}"
         raise MorelloError(f"{first[0][:40]!r}: {what} (one of {', '.join(CHAIN_OPS)})")
     sub = argparse.Namespace(**vars(args))
     sub.op, sub.sizes = first[0], []

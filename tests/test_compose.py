@@ -205,6 +205,7 @@ def test_bad_chains_give_one_clear_line(steps, message):
     (["synth", "chain", "matmul 4 4 4"], "at least two steps"),
     (["synth", "chain", "frob 4 | relu"], "unknown operation"),
     (["synth", "chain", "fill 4 4 | relu"], "cannot start a chain"),
+    (["synth", "chain", "conv 1 2 6 6 3 3 3 --pad 1 | relu"], "not a chain step yet"),
     (["synth", "chain", "matmul 4 4 4 | conv 3"], "cannot be a later chain step"),
     (["synth", "chain", "matmul 4 4 4 | matmul"], "takes N"),
     (["synth", "chain", "relu 4 | matmul 3"], "reads a matrix"),
