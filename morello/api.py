@@ -31,6 +31,7 @@ from morello.constructors import (  # noqa: F401 (the same)
     _spec,
     _target,
 )
+from morello.coords import spec_key
 from morello.cost import MAX_COST
 from morello.dtypes import Dtype
 from morello.errors import DatabaseError, MorelloError, SpecError
@@ -62,7 +63,8 @@ class _Session:
         self.db_path = db_path
         self.lock = threading.RLock()
         self.store = dbmod.Store(db_path, target) if db_path is not None else None
-        self.roots: dict[str, tuple[list, int]] = {}  # not yet saved
+        # (table family, Spec text) -> (trace, cost), not yet saved
+        self.roots: dict[tuple[str, str], tuple[list, int]] = {}
         self._engine: Engine | None = None
         if self.store is not None and not self.store.writable:
             warnings.warn(f"database {db_path} is read-only: it answers what it holds, "
@@ -78,11 +80,12 @@ class _Session:
                 warnings.warn(f"the shipped database is unusable, ignored: {e}",
                               DatabaseWarning, stacklevel=4)
 
-    def root(self, text: str) -> tuple[list, int] | None:
-        found = self.roots.get(text)
+    def root(self, spec: Spec) -> tuple[list, int] | None:
+        family, text = _root_key(spec)
+        found = self.roots.get((family, text))
         for store in (self.store, self.base):
             if found is None and store is not None:
-                found = store.root(text)
+                found = store.root(family, text)
         return found
 
     def engine(self, progress) -> Engine:
@@ -116,6 +119,11 @@ class _Session:
         return written
 
 
+def _root_key(spec: Spec) -> tuple[str, str]:
+    """Where a root is stored: its Spec's table family (whose context holds it) and text."""
+    return spec_key(spec)[0], str(spec)
+
+
 _SESSIONS: dict[tuple[str, str | None], _Session] = {}
 _SESSIONS_LOCK = threading.Lock()
 
@@ -141,7 +149,7 @@ def close_sessions() -> None:
 
 def _replay_root(sess: _Session, spec: Spec) -> Impl | None:
     """The stored optimum of a Spec asked for before, if its trace still replays to it."""
-    root = sess.root(str(spec))
+    root = sess.root(spec)
     if root is None:
         return None
     trace, cost = root
@@ -358,7 +366,7 @@ def synthesize(spec: Spec, target: str | Target = "avx2", *, db=None,
             raise _corrupt(db_path, spec, "the program they give does not cost what they "
                            "claim")
         seconds = time.perf_counter() - t0
-        sess.roots[str(spec)] = (impl.trace(), impl.cost.main)
+        sess.roots[_root_key(spec)] = (impl.trace(), impl.cost.main)
         if sess.store is not None:
             saving = getattr(progress, "saving", None)
             if saving is not None and stats.specs_solved and sess.store.writable:

@@ -546,10 +546,17 @@ def cmd_db(args) -> int:
             for k, v in r.items():
                 if k not in ("contexts", "shipped"):
                     print(f"{k:24} {v}")
-            for c in r["contexts"]:
-                print(f"context {c['target']} (actions {c['actions']}): {c['pages']} pages, "
-                      f"{c['boxes']} boxes, {c['specs_covered']} Specs covered, "
-                      f"{c['roots']} roots")
+            by_target: dict[str, list] = {}
+            for c in r["contexts"]:  # a context per table family: summed per target
+                by_target.setdefault(c["target"], []).append(c)
+            for target_key, cs in by_target.items():
+                total = {k: sum(c[k] for c in cs)
+                         for k in ("pages", "boxes", "specs_covered", "roots")}
+                print(f"target {target_key}: {len(cs)} families, {total['pages']} pages, "
+                      f"{total['boxes']} boxes, {total['specs_covered']} Specs covered, "
+                      f"{total['roots']} roots")
+            if by_target:
+                print("(each family's context: --json)")
     else:
         for k, v in result.items():
             print(f"{k:24} {v}")

@@ -87,7 +87,7 @@ _OPERAND_COORDS = 4
 
 
 # The version of this coordinate scheme: bump it with any change to the encoders, so
-# that stored tables are never read under another (``morello.identity.actions_fingerprint``).
+# that stored tables are never read under another (``morello.identity.family_fingerprint``).
 SCHEME = 2
 
 # --- Natural-number pairing ----------------------------------------------------------

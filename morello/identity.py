@@ -27,33 +27,47 @@ from morello.memory import DESTINATIONS, Target
 MODEL_VERSION = 12
 
 
+def context_actions(target: Target, family: str) -> str:
+    """The action text of table family ``family``'s store context for ``target``:
+    ``family@fingerprint`` (``family_fingerprint``), remembered on disk (the user's cache
+    dir) under a stamp of this morello's code (the size and modification time of every
+    module file) and ``target``, so a fresh process answering a stored query does not
+    rebuild the kernel tables to name its contexts. ValueError for an unknown family."""
+    known = _remembered(target)
+    fp = known.get(family)
+    if fp is None:
+        fp = known[family] = family_fingerprint(target, family)
+        _remember(target, known)
+    return f"{family}@{fp}"
+
+
 @functools.lru_cache(maxsize=16)
-def actions_fingerprint(target: Target) -> str:
-    """``compute_actions_fingerprint(target)``, remembered on disk (the user's cache dir)
-    under a stamp of this morello's code (the size and modification time of every module
-    file) and ``target``: a fresh process answering a stored query does not rebuild the
-    kernel tables to name its database context. Any change to the code changes the stamp."""
+def _remembered(target: Target) -> dict[str, str]:
     path = _fingerprint_path(target)
-    if path is not None:
+    try:
+        found = json.loads(path.read_text()) if path is not None else {}
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        found = {}
+    if not isinstance(found, dict):
+        return {}
+    return {k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, str)
+            and re.fullmatch(r"[0-9a-f]{8}", v)}
+
+
+def _remember(target: Target, known: dict[str, str]) -> None:
+    path = _fingerprint_path(target)
+    if path is None:
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(known, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError:
         try:
-            text = path.read_text()[:64]
-            if re.fullmatch(r"[0-9a-f]{8}", text):
-                return text
-        except (OSError, UnicodeDecodeError):
-            pass
-    fp = compute_actions_fingerprint(target)
-    if path is not None:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(fp)
-            os.replace(tmp, path)
+            tmp.unlink()
         except OSError:
-            try:
-                tmp.unlink()
-            except OSError:
-                pass
-    return fp
+            pass
 
 
 def _fingerprint_path(target: Target) -> Path | None:
@@ -71,19 +85,16 @@ def _fingerprint_path(target: Target) -> Path | None:
     except OSError:
         return None
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "morello" / "fingerprints" / h.hexdigest()[:32]
+    return Path(base) / "morello" / "fingerprints" / (h.hexdigest()[:32] + ".json")
 
 
-def compute_actions_fingerprint(target: Target) -> str:
-    """A fingerprint of everything an action index depends on for ``target``.
-
-    An action's identity in a stored result is its position in ``actions(spec)``, which
-    depends on the kind table (operands, operand maps, reads and writes, twins, staging,
-    row dims, families), the target's kernel names per kind, the tile, row-only and pack
-    sizes, the layout candidates and move destinations, and the coordinate scheme.
-    Databases carry this fingerprint and are refused under another one (``morello.db``),
-    so adding a kernel or a tile size can never make stored indices name other actions.
-    """
+def legacy_fingerprint(target: Target) -> str:
+    """The one context fingerprint of a store before contexts per family (store files
+    of morello up to MODEL_VERSION 12): everything any action index depends on for
+    ``target``, every kind's row and kernels at once. A context under this fingerprint,
+    computed by today's code, holds results valid today, which ``morello.db.migrate``
+    moves to their family contexts. The chain bounds are those that code had: they only
+    bound which chains are admitted, and no admitted chain's actions depend on them."""
     from morello import compose
     from morello.kernels import table_for
     from morello.kinds import KINDS
@@ -95,7 +106,7 @@ def compute_actions_fingerprint(target: Target) -> str:
         "decompositions": decompose.identity(),
         "bufferize": bufferize.identity(),
         "conv": conv.identity(),
-        "chains": [compose.MAX_CHAIN_RANK, compose.MAX_CHAIN_OPERANDS, compose.FAMILY_PREFIX],
+        "chains": [5, 5, compose.FAMILY_PREFIX],
     }
     text = json.dumps(ident, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:8]
@@ -106,7 +117,9 @@ def family_fingerprint(target: Target, family: str) -> str:
     family shares (``_global_facts``: tiles, packs, layouts, coordinates, the model
     version) and the rows, kernels and rewrite identities of the kinds in its closure
     only, so a kind, kernel or lowering that the family cannot reach leaves it unchanged.
-    (Not yet the key of stored contexts: ``docs/development.md``.)"""
+    An action's identity in a stored result is its position in ``actions(spec)``, so
+    stored indices never name other actions after such a change. ValueError for an
+    unknown family."""
     from morello import compose
     from morello.kernels import table_for
     from morello.kinds import KINDS, PrimKind
@@ -126,8 +139,7 @@ def family_fingerprint(target: Target, family: str) -> str:
         "decompositions": decompose.identity()
         if any(k in decompose.DECOMPOSITIONS for k in prims) else None,
         "conv": conv.identity() if any(KINDS[k].lowered for k in prims) else None,
-        "chains": [chains, bufferize.identity(), compose.MAX_CHAIN_RANK,
-                   compose.MAX_CHAIN_OPERANDS, compose.FAMILY_PREFIX] if chains else None,
+        "chains": [chains, bufferize.identity(), compose.FAMILY_PREFIX] if chains else None,
     }
     text = json.dumps(ident, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:8]

@@ -218,7 +218,7 @@ FILL_VALUES = (0.0, -math.inf)
 
 def param_samples(name: str, rank: int) -> tuple:
     """Values of parameter ``name`` that stand for all of them in the model's identity
-    (``identity.compute_actions_fingerprint``): every dim, every fill value, and strides and
+    (``identity.family_fingerprint``): every dim, every fill value, and strides and
     pads enough to show how they enter the operand maps."""
     if name == "dim":
         return tuple(range(rank))

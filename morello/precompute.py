@@ -159,25 +159,28 @@ def plan(family: str, bounds: list[int] | None, grid: str = "pow2", *, target: s
         n = max(1, min(tasks_per_stage, len(goals) // max(1, min_task_goals)))
         cut = [round(i * len(goals) / n) for i in range(n + 1)]
         stages.append(tuple(tuple(goals[a:b]) for a, b in zip(cut, cut[1:]) if b > a))
-    key = hashlib.sha256(json.dumps(
-        [family, axes, sorted((k, v) for k, v in opts.items()),
-         _context_of(target, threads, calibration)]).encode()).hexdigest()[:16]
-    made = Plan(family, opts, tuple(stages), key)
+    made = Plan(family, opts, tuple(stages), "")
     try:  # a bad option is one line now, not an error in a worker
-        made.spec(points[0])
+        first = made.spec(points[0])
     except SpecError as e:
         raise MorelloError(str(e)) from None
+    key = hashlib.sha256(json.dumps(
+        [family, axes, sorted((k, v) for k, v in opts.items()),
+         _context_of(target, threads, calibration, first)]).encode()).hexdigest()[:16]
+    made = Plan(family, opts, tuple(stages), key)
     return made
 
 
-def _context_of(target: str, threads: int, calibration: str | None) -> list[str]:
+def _context_of(target: str, threads: int, calibration: str | None, spec) -> list[str]:
     """What decides a goal's results besides its Spec: the target's constants and the
-    action table, so a plan recorded under other ones is not taken as done."""
+    actions of the goals' family, so a plan recorded under other ones is not taken as
+    done."""
     from morello.api import _target
-    from morello.identity import actions_fingerprint
+    from morello.coords import spec_key
+    from morello.identity import context_actions
 
     tgt = _target(target, threads, calibration)
-    return [tgt.db_key, actions_fingerprint(tgt)]
+    return [tgt.db_key, context_actions(tgt, spec_key(spec)[0])]
 
 
 def _meta_name(p: Plan) -> str:

@@ -22,7 +22,7 @@ GOLDEN = Path(__file__).resolve().parent / "golden" / "canary.json"
 
 def _fresh():
     api.close_sessions()
-    identity.actions_fingerprint.cache_clear()
+    identity._remembered.cache_clear()
 
 
 @pytest.mark.parametrize("target", sorted(TARGETS))
@@ -71,10 +71,16 @@ def test_a_changed_kernel_cost_fails_the_canary(monkeypatch):
     assert diff and "matmul 48x64x80" in diff[0]
 
 
-def test_the_model_version_is_part_of_the_context(monkeypatch):
-    before = identity.compute_actions_fingerprint(AVX2)
+# Families of every sort: primitive, decomposed, lowered, a chain (attention's).
+FAMILIES = ("Matmul", "Softmax", "Conv", "Relu",
+            "Compose:Matmul@0.1.3.4;Softmax{2}@0.1.3;Matmul@0.1.2.3")
+
+
+def test_the_model_version_is_part_of_every_context(monkeypatch):
+    before = [identity.family_fingerprint(AVX2, f) for f in FAMILIES]
     monkeypatch.setattr(identity, "MODEL_VERSION", identity.MODEL_VERSION + 1)
-    assert identity.compute_actions_fingerprint(AVX2) != before
+    after = [identity.family_fingerprint(AVX2, f) for f in FAMILIES]
+    assert all(a != b for a, b in zip(after, before))
 
 
 _EDITS = {
@@ -90,7 +96,8 @@ _EDITS = {
 
 def test_comment_and_formatting_edits_keep_every_context(tmp_path):
     """A copy of the installed package with comments, docstrings and formatting edited in
-    its model modules computes the same fingerprint on every target, in a fresh process."""
+    its model modules computes the same family fingerprints on every target, in a fresh
+    process."""
     src = Path(morello.__file__).resolve().parent
     dst = tmp_path / "morello"
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
@@ -106,11 +113,12 @@ def test_comment_and_formatting_edits_keep_every_context(tmp_path):
     code = ("import sys, morello; from morello import identity; "
             "from morello.memory import TARGETS; "
             "assert morello.__file__.startswith(sys.argv[1]), morello.__file__; "
-            "print(' '.join(identity.compute_actions_fingerprint(TARGETS[t]) "
-            "for t in sorted(TARGETS)))")
+            f"print(' '.join(identity.family_fingerprint(TARGETS[t], f) "
+            f"for t in sorted(TARGETS) for f in {FAMILIES!r}))")
     out = subprocess.run([sys.executable, "-c", code, str(dst)], capture_output=True,
                          text=True, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path),
                                                        "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr[-2000:]
-    here = " ".join(identity.compute_actions_fingerprint(TARGETS[t]) for t in sorted(TARGETS))
+    here = " ".join(identity.family_fingerprint(TARGETS[t], f) for t in sorted(TARGETS)
+                    for f in FAMILIES)
     assert out.stdout.split() == here.split()

@@ -182,7 +182,7 @@ def test_one_db_keeps_the_results_of_several_thread_counts_apart(db):
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["specs_solved"] > 0  # other threads: other results
     stats = json.loads(morello("db", "stats", "--json", tmp_db=db).stdout)
-    assert sorted(c["target"].split("@")[0] for c in stats["contexts"]) == \
+    assert sorted({c["target"].split("@")[0] for c in stats["contexts"]}) == \
         ["avx2-2t-llc", "avx2-llc"]  # within the last-level cache: Target.in_llc
 
 

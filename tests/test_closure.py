@@ -64,16 +64,16 @@ def _fps(target):
 
 
 def test_a_kind_no_family_reaches_leaves_the_family_fingerprints(monkeypatch):
-    """Without the conv rows (as before conv existed) the global fingerprint moves, and
-    every family that cannot reach a conv keeps its own."""
+    """Without the conv rows (as before conv existed) the legacy global fingerprint
+    moves, and every family that cannot reach a conv keeps its own."""
     from morello import kinds
     from morello.memory import AVX2
 
-    before, glob = _fps(AVX2), identity.compute_actions_fingerprint(AVX2)
+    before, glob = _fps(AVX2), identity.legacy_fingerprint(AVX2)
     fewer = {k: v for k, v in kinds.KINDS.items()
              if k not in (kinds.PrimKind.CONV, kinds.PrimKind.CONV_ACCUM)}
     monkeypatch.setattr(kinds, "KINDS", fewer)
-    assert identity.compute_actions_fingerprint(AVX2) != glob
+    assert identity.legacy_fingerprint(AVX2) != glob
     after = {f: identity.family_fingerprint(AVX2, f) for f in ("Matmul", "Softmax", "Relu")}
     assert after == {f: before[f] for f in after}
 

@@ -1,6 +1,7 @@
 """The persistent database: reuse across sessions and shapes; roots replay safely."""
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -52,7 +53,6 @@ def test_larger_shape_reuses_sub_results_of_a_smaller_one(tmp_path):
 
 def _with_extra_kernel(monkeypatch):
     """Add a kernel to the AVX2 table (as a newer morello would), in this process."""
-    from morello.identity import actions_fingerprint
     from morello.kernels import avx2
     from morello.kernels.base import Kernel, KernelTable
     from morello.kinds import PrimKind
@@ -66,28 +66,30 @@ def _with_extra_kernel(monkeypatch):
     # A patch in memory leaves the code's files (the on-disk fingerprint's stamp) as
     # they are: compute the fingerprint afresh, as a changed morello would.
     monkeypatch.setattr(identity, "_fingerprint_path", lambda target: None)
-    actions_fingerprint.cache_clear()
+    identity._remembered.cache_clear()
     fresh_session()
 
 
 def test_results_of_another_action_table_are_kept_apart_in_one_file(tmp_path,
                                                                    monkeypatch):
     from morello import db as dbmod
-    from morello.identity import actions_fingerprint
+    from morello import identity
 
     db = tmp_path / "t.db"
     before = morello.synthesize(morello.matmul(4, 4, 4), db=db)
+    first = {c["actions"] for c in dbmod.stats(db)["contexts"]}
     _with_extra_kernel(monkeypatch)
     try:
         after = morello.synthesize(morello.matmul(4, 4, 4), db=db)
         # Its stored decisions index another action list: none of them is used.
         assert after.stats.specs_solved > 0 and after.cost == before.cost
         fresh_session()
-        contexts = dbmod.stats(db)["contexts"]
-        assert len(contexts) == 2 and len({c["actions"] for c in contexts}) == 2
+        both = {c["actions"] for c in dbmod.stats(db)["contexts"]}
+        matmuls = sorted(a for a in both if a.startswith("Matmul@"))
+        assert first < both and len(matmuls) == 2
     finally:
         monkeypatch.undo()
-        actions_fingerprint.cache_clear()
+        identity._remembered.cache_clear()
         fresh_session()
     # Back under the first action table, its own context answers.
     assert morello.synthesize(morello.matmul(4, 4, 4), db=db).stats.specs_solved == 0
@@ -105,7 +107,11 @@ def test_the_default_database_is_one_file_in_the_user_cache(tmp_path, monkeypatc
     fresh_session()
     path = dbmod.default_path()
     assert path.parent == tmp_path / "morello" and path.exists()
-    assert len(dbmod.stats(path)["contexts"]) == 2
+    # Two targets (one and two threads), each with a context per family it reached.
+    contexts = dbmod.stats(path)["contexts"]
+    assert len({c["target"].split("@")[0] for c in contexts}) == 2
+    assert sorted(c["actions"].split("@")[0] for c in contexts) == ["Fill", "Fill", "Matmul",
+                                                                    "Matmul", "Move", "Move"]
 
 
 def test_replaying_a_stale_action_index_raises_a_clear_error():
@@ -167,25 +173,29 @@ def test_db_stats_reports_how_the_last_search_used_the_database(tmp_path):
     assert 0 < last["database_hit_rate"] < 1
 
 
-def test_the_actions_fingerprint_is_remembered_under_a_stamp_of_the_code(tmp_path,
-                                                                         monkeypatch):
-    """A fresh process reads the fingerprint from the cache dir; a damaged or planted file
-    of the wrong form is ignored and rewritten; a changed module changes the stamp."""
+def test_context_fingerprints_are_remembered_under_a_stamp_of_the_code(tmp_path,
+                                                                       monkeypatch):
+    """A fresh process reads each family's fingerprint from the cache dir; a damaged or
+    planted file is ignored and rewritten; a changed module changes the stamp."""
     from morello import identity
     from morello.memory import AVX2
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    identity.actions_fingerprint.cache_clear()
+    identity._remembered.cache_clear()
     try:
-        fp = identity.actions_fingerprint(AVX2)
-        assert fp == identity.compute_actions_fingerprint(AVX2)
+        want = "Matmul@" + identity.family_fingerprint(AVX2, "Matmul")
+        assert identity.context_actions(AVX2, "Matmul") == want
         path = identity._fingerprint_path(AVX2)
-        assert path is not None and path.read_text() == fp
+        assert path is not None and json.loads(path.read_text())["Matmul"] == want[7:]
         assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no tmp
-        for bad in ("", "not hex!", "0" * 7, "x" * 10_000):
+        for bad in ("", "not json", '{"Matmul": "0000000"}', '["x"]', "x" * 10_000,
+                    '{"Matmul": 1}'):
             path.write_text(bad)
-            identity.actions_fingerprint.cache_clear()
-            assert identity.actions_fingerprint(AVX2) == fp and path.read_text() == fp
+            identity._remembered.cache_clear()
+            assert identity.context_actions(AVX2, "Matmul") == want
+            assert json.loads(path.read_text())["Matmul"] == want[7:]
+        with pytest.raises(ValueError):
+            identity.context_actions(AVX2, "Compose:Nonsense@0")
         real_stat = identity.os.stat
 
         def touched(p, *a, **k):  # as if kernels/avx2.py had been edited
@@ -197,7 +207,7 @@ def test_the_actions_fingerprint_is_remembered_under_a_stamp_of_the_code(tmp_pat
         monkeypatch.setattr(identity.os, "stat", touched)
         assert identity._fingerprint_path(AVX2) != path
     finally:
-        identity.actions_fingerprint.cache_clear()
+        identity._remembered.cache_clear()
 
 
 def test_pages_of_many_parts_are_compacted_and_keep_every_result(tmp_path, monkeypatch):

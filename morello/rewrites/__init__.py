@@ -2,7 +2,7 @@
 
 ``actions(spec, target)`` lists candidate actions in a fixed order (moves, tiles, kernels,
 ToAccum, splits); an action's position in that list is its identity in the memo table (the
-action index), so ``morello.identity.actions_fingerprint`` hashes everything the order
+action index), so ``morello.identity.family_fingerprint`` hashes everything the order
 depends on. Each action offers
 ``expand(spec, target) -> Expansion | None``: the sub-Specs it leaves as holes and the affine
 cost rule combining their costs (None when it does not apply). Impls are rebuilt by

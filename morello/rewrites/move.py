@@ -36,7 +36,7 @@ from morello.specs import PrimKind, Spec
 from morello.tensorspec import TensorSpec, fresh
 
 # Bump when the rules of ``layout_candidates`` or ``operand_moves`` change: Move indices
-# depend on them (``morello.identity.actions_fingerprint``).
+# depend on them (``morello.identity.family_fingerprint``).
 LAYOUT_SCHEME = 7
 
 # The dtype an input of this dtype is widened into by a conversion Move: bf16 weights

@@ -1,9 +1,11 @@
 """The results store: solved Specs in pages of a SQLite file, read lazily, shared safely.
 
 One file holds the results of any number of *contexts*: a context is a target with its
-cost constants and thread count (``Target.db_key``) and the fingerprint of the action
-table (``morello.identity.actions_fingerprint``), so results computed under other
-constants, threads or kernels never mix, and one file can serve them all. Tables::
+cost constants and thread count (``Target.db_key``) and the action text of one table
+family (``morello.identity.context_actions``: the family and the fingerprint of the kinds,
+kernels and rules its rewrites can reach), so results computed under other constants,
+threads or kernels never mix, a change a family cannot reach leaves its results valid,
+and one file can serve them all. Tables::
 
     meta(name, value)                       format, version, seq (a commit counter), ...
     contexts(id, target, actions)           one row per context
@@ -41,9 +43,10 @@ What is safe: several processes and threads on one machine, reading and writing 
 On a network file system, SQLite's locking (and the write-ahead log's shared memory) is
 not reliable: use a local file, or open the shared one read-only.
 
-Layering: the store sits below the search. It is given the context's action fingerprint
-(``Store(path, target, actions)``) and the search's pipeline that fills its page cache
-(``Store.save(..., persist=)``); it imports neither. ``morello.db`` binds it to them.
+Layering: the store sits below the search. It is given each family's action text
+(``Store(path, target, actions)``, ``actions(family)``) and the search's pipeline that
+fills its page cache (``Store.save(..., persist=)``); it imports neither. ``morello.db``
+binds it to them.
 
 Modules, by role: ``format`` (the schema, version, value layout and encodings of keys and
 pages), ``validate`` (checks of a foreign file's paths, keys, boxes and traces), ``file``

@@ -1,9 +1,11 @@
-"""``Store``: one open results file in one context, its lazy reads and transactional saves.
+"""``Store``: one open results file for one target, its lazy reads and transactional saves.
 
 The file's format is ``morello.store.format``'s; whatever the file holds is checked by
-``morello.store.validate`` before it is returned. The context (target key and action
-fingerprint) and the pipeline that fills the page cache during a save are given by the
-caller: the store imports nothing of the search.
+``morello.store.validate`` before it is returned. Each table family's results are kept in
+its own context (the target key and the family's action text), so a change the family
+cannot reach leaves them valid. The action text of a family and the pipeline that fills
+the page cache during a save are given by the caller: the store imports nothing of the
+search.
 """
 from __future__ import annotations
 
@@ -67,17 +69,20 @@ def _merged_versions(stored: list, fresh: int) -> list[int]:
 
 
 class Store:
-    """One open database file, in one context: ``target`` (its ``db_key``, and the ranges
-    stored boxes are checked against) and ``actions``, the fingerprint of the action
-    table its results were found with (``morello.identity.actions_fingerprint``).
+    """One open database file for ``target`` (its ``db_key``, and the ranges stored boxes
+    are checked against). ``actions(family)`` is the action text of a table family's
+    context: what the family's results were found under (``morello.db``: the family and
+    its ``morello.identity.family_fingerprint``); ValueError for a family it does not know.
+    A table lives in its key's family context, a root in its Spec's family context.
 
-    ``target`` None opens no context (the tools read every one). ``readonly``: never write
-    (also chosen when the file or its directory is not writable; ``writable`` says which).
+    ``target`` None opens no context (the tools read every one, setting ``ctx``).
+    ``readonly``: never write (also chosen when the file or its directory is not
+    writable; ``writable`` says which).
     Every method raises DatabaseError, never sqlite3 or decoding errors. Not thread-safe:
     callers serialize (``morello.api`` does).
     """
 
-    def __init__(self, path, target, actions: str, *, readonly: bool = False,
+    def __init__(self, path, target, actions, *, readonly: bool = False,
                  cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self.path = Path(path)
         self.target = target
@@ -94,11 +99,10 @@ class Store:
         except BaseException:
             self.conn.close()
             raise
-        if target is None:  # tools: every context, none of them ours
-            self.target_key = self.actions = ""
-        else:
-            self.target_key, self.actions = target.db_key, actions
-        self.ctx = self._context(create=False) if target is not None else None
+        self.target_key = "" if target is None else target.db_key
+        self.actions = actions
+        self.ctx: int | None = None  # the tools' current context
+        self._ctxs: dict[str, int] = {}  # family -> its context's id, once found
         self.seq_seen = self._seq()
         self.data_version = self._data_version()
 
@@ -213,6 +217,7 @@ class Store:
         try:
             yield
         except (sqlite3.Error, UnicodeDecodeError) as e:
+            self._ctxs.clear()  # contexts made in the transaction are gone with it
             try:
                 self.conn.execute("ROLLBACK")
             except sqlite3.Error:
@@ -220,6 +225,7 @@ class Store:
             raise DatabaseError(f"{self.path} is corrupt or unwritable ({_reason(e)}); "
                                 "delete it or pass another --db") from None
         except BaseException:
+            self._ctxs.clear()
             try:
                 self.conn.execute("ROLLBACK")
             except sqlite3.Error:
@@ -228,6 +234,7 @@ class Store:
         try:
             self.conn.execute("COMMIT")
         except sqlite3.Error as e:
+            self._ctxs.clear()
             try:
                 self.conn.execute("ROLLBACK")
             except sqlite3.Error:
@@ -254,18 +261,27 @@ class Store:
     def _data_version(self) -> int:
         return int(self._q("PRAGMA data_version")[0][0])
 
-    def _context(self, create: bool) -> int | None:
-        rows = self._q("SELECT id FROM contexts WHERE target = ? AND actions = ?",
-                       (self.target_key, self.actions))
-        if rows:
-            return int(rows[0][0])
-        if not create:
+    def _context(self, family: str, create: bool) -> int | None:
+        """The id of ``family``'s context in this file (created if ``create``), or None
+        (none yet, or a family this morello does not know)."""
+        found = self._ctxs.get(family)
+        if found is not None or self.actions is None:
+            return found
+        try:
+            actions = self.actions(family)
+        except ValueError:
             return None
-        self.conn.execute("INSERT OR IGNORE INTO contexts(target, actions) VALUES (?, ?)",
-                          (self.target_key, self.actions))
-        return int(self.conn.execute(
-            "SELECT id FROM contexts WHERE target = ? AND actions = ?",
-            (self.target_key, self.actions)).fetchone()[0])
+        rows = self._q("SELECT id FROM contexts WHERE target = ? AND actions = ?",
+                       (self.target_key, actions))
+        if not rows and create:
+            self.conn.execute("INSERT OR IGNORE INTO contexts(target, actions) VALUES "
+                              "(?, ?)", (self.target_key, actions))
+            rows = self.conn.execute("SELECT id FROM contexts WHERE target = ? AND "
+                                     "actions = ?", (self.target_key, actions)).fetchall()
+        if not rows:
+            return None
+        self._ctxs[family] = int(rows[0][0])
+        return self._ctxs[family]
 
     # ---- reading --------------------------------------------------------------------
     def changed(self) -> bool:
@@ -279,12 +295,11 @@ class Store:
     def table(self, key: tuple) -> tuple[int, tuple[int, ...]] | None:
         """``(table id, blocks)`` of ``key`` in this context, or None if the file has no
         such table. (Its pages are read one by one as a search meets them.)"""
-        if self.ctx is None:
-            self.ctx = self._context(create=False)
-            if self.ctx is None:
-                return None
+        ctx = self._context(key[0], create=False)
+        if ctx is None:
+            return None
         rows = self._q("SELECT id, ndim, nvalues, blocks FROM tables WHERE ctx = ? AND "
-                       "key = ?", (self.ctx, _table_key_text(key)))
+                       "key = ?", (ctx, _table_key_text(key)))
         if not rows:
             return None
         tid, ndim, nvalues, blocks_text = rows[0]
@@ -336,17 +351,17 @@ class Store:
         return out
 
     def table_ids(self) -> dict[tuple, int]:
-        """Key -> table id of every table of this context."""
-        if self.ctx is None:
-            self.ctx = self._context(create=False)
-            if self.ctx is None:
-                return {}
+        """Key -> table id of every table of this target in its family's context."""
         out = {}
-        for tid, text in self._q("SELECT id, key FROM tables WHERE ctx = ?", (self.ctx,)):
+        for tid, text, ctx in self._q(
+                "SELECT t.id, t.key, t.ctx FROM tables t JOIN contexts c ON t.ctx = c.id "
+                "WHERE c.target = ?", (self.target_key,)):
             try:
-                out[_table_key(text)] = int(tid)
+                key = _table_key(text)
             except ValueError as e:
                 raise DatabaseError(f"{self.path} is corrupt ({e})") from None
+            if self._context(key[0], create=False) == ctx:
+                out[key] = int(tid)
         return out
 
     def load_page(self, tid: int, key: tuple, blocks: tuple[int, ...], page):
@@ -389,14 +404,14 @@ class Store:
                                 "delete it or pass another --db") from None
         return lo, hi, values
 
-    def root(self, spec_text: str) -> tuple[list, int] | None:
-        """The stored ``(trace, cost)`` of a Spec asked for before, or None."""
-        if self.ctx is None:
-            self.ctx = self._context(create=False)
-            if self.ctx is None:
-                return None
+    def root(self, family: str, spec_text: str) -> tuple[list, int] | None:
+        """The stored ``(trace, cost)`` of a Spec of table family ``family`` asked for
+        before, or None."""
+        ctx = self._context(family, create=False)
+        if ctx is None:
+            return None
         rows = self._q("SELECT trace, cost FROM roots WHERE ctx = ? AND spec = ?",
-                       (self.ctx, spec_text))
+                       (ctx, spec_text))
         if not rows:
             return None
         trace_text, cost = rows[0]
@@ -418,8 +433,8 @@ class Store:
     def save(self, cache, table_keys: list, roots: dict, stats: dict | None = None,
              engine_ids: dict | None = None, persist=None) -> int:
         """Write, in one transaction, the dirty pages of ``cache`` (a ``PageCache`` whose
-        table i has key ``table_keys[i]``, or None for roots alone) and ``roots`` (Spec
-        text -> (trace, cost));
+        table i has key ``table_keys[i]``, or None for roots alone) and ``roots``
+        ((family, Spec text) -> (trace, cost));
         return the pages written. ``persist(flush)``, if given, fills the cache inside the
         transaction (the search's ``Engine.persist``), calling ``flush()`` after each page,
         which writes and releases it. ``engine_ids`` (key -> table id) is updated with new tables.
@@ -439,8 +454,6 @@ class Store:
     def _save(self, cache, table_keys, roots, stats, engine_ids, persist) -> int:
         written = 0
         with self._write():
-            if self.ctx is None:
-                self.ctx = self._context(create=True)
             seq = self._seq() + 1
             ids: dict[tuple, int] = dict(engine_ids or {})
             created = _Created()
@@ -457,9 +470,11 @@ class Store:
             for s in (cache.dirty() if cache is not None else []):  # dirty before this save
                 self._write_page(cache, table_keys, s, seq, ids, created)
                 written += 1
-            for text, (trace, cost) in roots.items():
-                self.conn.execute("INSERT OR REPLACE INTO roots VALUES (?, ?, ?, ?)",
-                                  (self.ctx, text, json.dumps(trace), cost))
+            for (family, text), (trace, cost) in roots.items():
+                ctx = self._context(family, create=True)
+                if ctx is not None:
+                    self.conn.execute("INSERT OR REPLACE INTO roots VALUES (?, ?, ?, ?)",
+                                      (ctx, text, json.dumps(trace), cost))
             self.conn.execute("UPDATE meta SET value = ? WHERE name = 'seq'", (str(seq),))
             if stats is not None:
                 self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('last_search', ?)",
@@ -530,17 +545,20 @@ class Store:
 
     def _table_id(self, key: tuple, blocks: tuple[int, ...],
                   created: _Created | None = None) -> int:
-        """The id of table ``key`` in this file's context, created (and added to
-        ``created.tables``) if it has none."""
+        """The id of table ``key`` in its context (the tools' ``ctx``, else its family's),
+        created (and added to ``created.tables``) if it has none."""
+        ctx = self.ctx if self.target_key == "" else self._context(key[0], create=True)
+        if ctx is None:
+            raise DatabaseError(f"no context for table family {str(key[0])[:60]!r}")
         text = _table_key_text(key)
         row = self.conn.execute("SELECT id, blocks FROM tables WHERE ctx = ? AND key = ?",
-                                (self.ctx, text)).fetchone()
+                                (ctx, text)).fetchone()
         if row is not None:
             if self._blocks(row[1], key) != tuple(blocks):
                 raise DatabaseError(f"{self.path} pages {key[0]} with another geometry")
             return int(row[0])
         cur = self.conn.execute("INSERT INTO tables(ctx, key, ndim, nvalues, blocks) VALUES "
-                                "(?, ?, ?, ?, ?)", (self.ctx, text, point_len(key),
+                                "(?, ?, ?, ?, ?)", (ctx, text, point_len(key),
                                                     NVALUES, json.dumps(list(blocks))))
         assert cur.lastrowid is not None
         if created is not None:

@@ -38,7 +38,7 @@ class _Walker(Store):
     def __init__(self, path, *, readonly: bool = True) -> None:
         if readonly and not _check_path(Path(path)):
             raise DatabaseError(f"database {path} does not exist")
-        super().__init__(path, None, "", readonly=readonly)
+        super().__init__(path, None, None, readonly=readonly)
 
     def contexts(self) -> list[tuple[int, str, str]]:
         return [(int(i), t, a) for i, t, a in
