@@ -31,6 +31,14 @@ cdef struct cost_params_t:    # the cost constants rows apply: morello.search.Co
     int64_t sweep_dtypes      # bit per dtype code of Target.sweep_dtypes
 
 
+cdef struct move_t:          # a Move of an operand: morello.bridge.MoveRecord
+    int64_t dest             # the destination tensor's id; -1: the Move does not apply
+    int64_t level            # the level it allocates at
+    int64_t units            # the units it allocates there
+    int64_t cost             # its constant cost
+    int64_t view             # 1: a cache view (no copy, no logues)
+
+
 cdef int push_row(rows_t* rows, int64_t idx, int64_t cost, int64_t level, int64_t units,
                   int64_t nchildren, const int64_t* children,
                   const int64_t* coefs) except -1 nogil
@@ -40,14 +48,14 @@ cdef void rows_free(rows_t* rows) noexcept nogil
 @cython.final
 cdef class Expander:
     cdef SpecGraph g                # the records and form tables
-    cdef object native              # Python: tile, moves, select callbacks
-    cdef object compile_cb          # Python: logical id -> flat rows (non-native forms)
+    cdef object bridge              # Python: tile, moves, select, compile (morello.bridge)
+    cdef bint native                # expand native forms here (else all by ``compile``)
     cdef cost_params_t c            # the target's cost constants (CostParams)
     cdef vec_t tile_sizes           # tile sizes to try, ascending
     cdef vec_t tile_rows_only       # per tile size: 1 if only for a form's row dim
     cdef map_t tile_cache           # (tid, shape[max_rank]) -> tid of the tile + 1
     cdef map_t move_cache           # (form, operand, tid) -> start in moves
-    cdef vec_t moves                # per cached list: count, then 6 ints per Move
+    cdef vec_t moves                # per cached list: count, then a move_t per Move
 
     cdef int compile(self, int64_t i, rows_t* rows) except -1
     cdef int _compile_flat(self, int64_t i, rows_t* rows) except -1
@@ -61,6 +69,7 @@ cdef class Expander:
     cdef int64_t _split_rows(self, rows_t* rows, const int64_t* rec, int64_t idx) except -1
     cdef int64_t _tile(self, int64_t tid, const int64_t* shape, int64_t rank) except -2
     cdef int64_t _moves(self, int64_t form, int64_t op, int64_t tid) except -2
+    cdef move_t* _move(self, int64_t start, int64_t j) noexcept nogil
     cdef int64_t _tiled(self, const int64_t* rec, int64_t sdim, int64_t size,
                         bint serial) except -2
     cdef int64_t _move_record(self, const int64_t* rec, int64_t op, int64_t oprank,

@@ -10,7 +10,9 @@ filled caches that Python computes once per operand -- "tile tensor t to shape s
 tile, not per Spec or per row. Kernels are asked for (a Python call per Spec) only when
 a kernel's declared necessary conditions hold. Forms marked non-native (operand dims that
 sum several Spec dims, such as conv's) are expanded by the Python rewrites
-(``compile_cb``). ``tests/test_engine.py`` checks that both give the same rows.
+(``Bridge.compile``). ``tests/test_engine.py`` checks that both give the same rows. What
+Python answers comes as the typed records of ``morello.bridge``, whose fields the structs
+of ``_expand.pxd`` repeat (checked when an Expander is made).
 
 A row is ``(action index, constant cost, units allocated per level, children with
 coefficients)``: the affine rule of ``morello.cost``.
@@ -23,6 +25,11 @@ from morello._graph cimport HARD_MAX_OPERANDS, HARD_MAX_RANK, SpecGraph
 from morello._vec cimport _map_free, _map_get, _map_put, _push, _vec_free
 
 import dataclasses
+
+# The fields of the records of ``morello.bridge`` as the structs above read them.
+MOVE_FIELDS = ("dest", "level", "units", "cost", "view")
+KERNEL_FIELDS = ("position", "cost", "vrf_regs")
+ROW_FIELDS = ("action", "const", "own", "children")
 
 
 cdef int push_row(rows_t* rows, int64_t idx, int64_t cost, int64_t level, int64_t units,
@@ -56,17 +63,22 @@ cdef void rows_free(rows_t* rows) noexcept nogil:
 cdef class Expander:
     """Template rows of logical Specs of ``graph`` (see the module docstring).
 
-    ``native`` provides ``tile(tid, shape) -> tid or -1``, ``moves(form, op, tid) ->
-    [count, (valid, dest tid, level, units, const, view) * count]`` and ``select(id) ->
-    [(kernel position, cost, vector registers) ...]`` flattened; ``compile_cb(id)`` the
-    flat rows of a non-native form: ``[n_rows, (index, const, own * L, n_children,
-    (child, coef) * n_children) * n_rows]``."""
+    ``bridge`` (a ``morello.bridge.Bridge``) answers ``tile(tid, shape) -> tid or -1``,
+    ``moves(form, op, tid) -> [MoveRecord]``, ``select(id, positions) -> [KernelRecord]``
+    and ``compile(id) -> [TemplateRow]`` (the rows of a form not expanded here, or of
+    every form if not ``native``)."""
 
-    def __cinit__(self, SpecGraph graph, native, compile_cb, costs, tile_sizes):
+    def __cinit__(self, SpecGraph graph, bridge, bint native, costs, tile_sizes):
         cdef Py_ssize_t k
         self.g = graph
+        self.bridge = bridge
         self.native = native
-        self.compile_cb = compile_cb
+        move_rec, kernel_rec, row_rec = bridge.records
+        for rec, fields in ((move_rec, MOVE_FIELDS), (kernel_rec, KERNEL_FIELDS),
+                            (row_rec, ROW_FIELDS)):
+            if tuple(rec._fields) != fields:
+                raise TypeError(f"{rec.__name__} has fields {rec._fields}, the core reads "
+                                f"{fields}")
         # By name: a field of CostParams missing from cost_params_t, or the reverse, fails.
         fields = dataclasses.asdict(costs)
         self.c = fields
@@ -89,28 +101,24 @@ cdef class Expander:
     cdef int compile(self, int64_t i, rows_t* rows) except -1:
         """Append the rows of logical id ``i`` to ``rows``."""
         cdef int64_t form = self.g.records.data[i * self.g.width]
-        if self.native is not None and self.g.f_native.data[form]:
+        if self.native and self.g.f_native.data[form]:
             return self._compile_native(i, rows)
         return self._compile_flat(i, rows)
 
     cdef int _compile_flat(self, int64_t i, rows_t* rows) except -1:
-        cdef list flat = self.compile_cb(i)
-        cdef Py_ssize_t pos = 1, _r, _l, _c, n_rows = flat[0], nc
-        for _r in range(n_rows):
-            _push(&rows.index, flat[pos])
-            _push(&rows.cost, flat[pos + 1])
-            pos += 2
+        cdef Py_ssize_t _l
+        for action, const, own, children in self.bridge.compile(i):  # TemplateRow
+            if len(own) != rows.L:
+                raise ValueError(f"a row allocates at {len(own)} levels, not {rows.L}")
+            _push(&rows.index, action)
+            _push(&rows.cost, const)
             for _l in range(rows.L):
-                _push(&rows.own, flat[pos])
-                pos += 1
-            nc = flat[pos]
-            pos += 1
+                _push(&rows.own, own[_l])
             _push(&rows.child_start, rows.child.n)
-            _push(&rows.child_count, nc)
-            for _c in range(nc):
-                _push(&rows.child, flat[pos])
-                _push(&rows.coef, flat[pos + 1])
-                pos += 2
+            _push(&rows.child_count, len(children))
+            for child, coef in children:
+                _push(&rows.child, child)
+                _push(&rows.coef, coef)
         return 0
 
     cdef int64_t _tile(self, int64_t tid, const int64_t* shape, int64_t rank) except -2:
@@ -123,26 +131,34 @@ cdef class Expander:
         r = _map_get(&self.tile_cache, key)
         if r >= 0:
             return r - 1
-        r = self.native.tile(tid, tuple([shape[j] for j in range(rank)]))
+        r = self.bridge.tile(tid, tuple([shape[j] for j in range(rank)]))
         _map_put(&self.tile_cache, key, r + 1)
         return r
 
     cdef int64_t _moves(self, int64_t form, int64_t op, int64_t tid) except -2:
         cdef int64_t key[3]
         cdef int64_t start
-        cdef Py_ssize_t j
         key[0] = form
         key[1] = op
         key[2] = tid
         start = _map_get(&self.move_cache, key)
         if start >= 0:
             return start
-        flat = self.native.moves(form, op, tid)
+        recs = self.bridge.moves(form, op, tid)
         start = self.moves.n
-        for j in range(len(flat)):
-            _push(&self.moves, flat[j])
+        _push(&self.moves, len(recs))
+        for dest, level, units, cost, view in recs:  # MoveRecord, as move_t
+            _push(&self.moves, dest)
+            _push(&self.moves, level)
+            _push(&self.moves, units)
+            _push(&self.moves, cost)
+            _push(&self.moves, view)
         _map_put(&self.move_cache, key, start)
         return start
+
+    cdef move_t* _move(self, int64_t start, int64_t j) noexcept nogil:
+        """Move ``j`` of the list at ``start`` (valid until the arena grows)."""
+        return <move_t*>&self.moves.data[start + 1 + j * (sizeof(move_t) // sizeof(int64_t))]
 
     cdef int64_t _tiled(self, const int64_t* rec, int64_t sdim, int64_t size,
                         bint serial) except -2:
@@ -251,7 +267,8 @@ cdef class Expander:
         cdef int64_t t[2 + HARD_MAX_RANK + HARD_MAX_OPERANDS]
         cdef int64_t children[3]
         cdef int64_t ones[3]
-        cdef int64_t op, j, n, start, base, dest, nch, oprank, mform, tid
+        cdef int64_t op, j, n, start, dest, nch, oprank, mform, tid
+        cdef move_t* m
         cdef bint view
         ones[0] = ones[1] = ones[2] = 1
         for op in range(g.f_nops.data[form]):
@@ -259,10 +276,10 @@ cdef class Expander:
             start = self._moves(form, op, tid)
             n = self.moves.data[start]
             for j in range(n):
-                base = start + 1 + 6 * j
-                if self.moves.data[base]:
-                    dest = self.moves.data[base + 1]
-                    view = self.moves.data[base + 5] != 0
+                m = self._move(start, j)
+                if m.dest >= 0:
+                    dest = m.dest
+                    view = m.view != 0
                     oprank = g.f_oprank.data[form * MO + op]
                     mform = g.f_move.data[form * MO + op]
                     nch = 0
@@ -276,9 +293,8 @@ cdef class Expander:
                     if not view and (g.f_writes.data[form] >> op) & 1:
                         children[nch] = self._move_record(rec, op, oprank, mform, dest, tid, t)
                         nch += 1
-                    base = start + 1 + 6 * j  # the move table may have grown
-                    push_row(rows, idx, self.moves.data[base + 4], self.moves.data[base + 2],
-                             self.moves.data[base + 3], nch, children, ones)
+                    m = self._move(start, j)  # the arena may have grown meanwhile
+                    push_row(rows, idx, m.cost, m.level, m.units, nch, children, ones)
                 idx += 1
         return idx
 
@@ -317,6 +333,7 @@ cdef class Expander:
         cdef int64_t nk = g.f_nkernels.data[form], base = form * g.max_kernels, lev
         cdef bint ok
         cdef int64_t none[1]
+        none[0] = 0
         passed = []  # the kernels whose hints hold: the only ones Python checks
         for k in range(nk):
             mask = g.f_kunit.data[base + k]
@@ -343,9 +360,8 @@ cdef class Expander:
             if ok:
                 passed.append(k)
         if passed:
-            flat = self.native.select(i, passed)
-            for k in range(0, len(flat), 3):
-                push_row(rows, idx + flat[k], flat[k + 1], 1, flat[k + 2], 0, none, none)
+            for position, cost, vrf_regs in self.bridge.select(i, passed):  # KernelRecord
+                push_row(rows, idx + position, cost, 1, vrf_regs, 0, none, none)
         return idx + nk
 
     cdef int64_t _accum_rows(self, rows_t* rows, const int64_t* rec, int64_t idx) except -1:

@@ -17,6 +17,7 @@ from morello._expand import Expander
 from morello._graph import SpecGraph
 from morello._pages import PageCache
 from morello._persist import persist
+from morello.bridge import UNBOUNDED, Bridge, logical  # noqa: F401 (logical: re-exported)
 from morello.compose import MAX_CHAIN_OPERANDS, MAX_CHAIN_RANK, Chain
 from morello.coords import (
     exact_dims,
@@ -31,22 +32,14 @@ from morello.dtypes import Dtype
 from morello.errors import MorelloError, SpecError
 from morello.kernels import table_for
 from morello.kinds import KINDS, PrimKind, output_dims, reduction_dims
-from morello.memory import LEVELS, Level, MemoryLimits, Target
-from morello.rewrites import actions
+from morello.memory import LEVELS, Level, Target
 from morello.rewrites.decompose import DECOMPOSITIONS
-from morello.rewrites.move import operand_moves, view_cost
 from morello.rewrites.tile import tile_size_table
 from morello.specs import Spec
 from morello.store.format import NVALUES  # a memo value is a stored box's value row
 from morello.tensorspec import TensorSpec
 
-UNBOUNDED = MemoryLimits(tuple(1 << 40 for _ in LEVELS))
 _DTYPES = list(Dtype)
-
-
-def logical(spec: Spec) -> Spec:
-    """The Spec with its limits erased (the key of the logical graph)."""
-    return spec.with_limits(UNBOUNDED)
 
 
 # Bytes of loaded clean pages an Engine keeps (``morello._pages``): $MORELLO_DB_CACHE_MB
@@ -117,9 +110,9 @@ class Engine:
     parameters at one rank); this class packs each form's row of the kind table into the
     graph's integer tables when the form is first met. With ``native=True`` (the default)
     the compiled ``Expander`` enumerates actions from those tables and from per-operand
-    transform tables that this class fills on demand (``tile``, ``moves``, ``select``);
-    with ``native=False`` every logical Spec is expanded here in Python (the slow path,
-    kept as a parity reference).
+    transform tables that its ``morello.bridge.Bridge`` fills on demand (``tile``,
+    ``moves``, ``select``); with ``native=False`` every logical Spec is expanded by the
+    Python rewrites (``Bridge.compile``: the slow path, kept as a parity reference).
     """
 
     def __init__(self, target: Target, progress: Callable | None = None,
@@ -136,8 +129,8 @@ class Engine:
                                max(MAX_CHAIN_OPERANDS, *(i.n_operands for i in KINDS.values())),
                                max_kernels, [lvl.counts_registers for lvl in LEVELS],
                                self._table_of)
-        self.expander = Expander(self.graph, self if native else None, self._compile,
-                                 CostParams.of(target), tile_size_table(target))
+        self.expander = Expander(self.graph, Bridge(self), native, CostParams.of(target),
+                                 tile_size_table(target))
         self.solver = Solver(self.graph, self.expander)
         self.forms: dict[tuple, int] = {}
         self.form_keys: list[tuple] = []
@@ -293,73 +286,12 @@ class Engine:
     def specs(self) -> list[Spec]:
         return [self.spec_of(i) for i in range(self.graph.n_ids)]
 
-    # -- native callbacks ----------------------------------------------------------
-    def tile(self, tid: int, shape: tuple[int, ...]) -> int:
-        t = self.tensors[tid]
-        if not t.valid_tile_shape(shape):
-            return -1
-        return self.tid_of(t.tile(shape))
-
-    def moves(self, form: int, op: int, tid: int) -> list[int]:
-        t = self.tensors[tid]
-        flat: list[int] = []
-        kind = self.form_keys[form][0]
-        acts = operand_moves(kind, op, t, self.target)
-        written = op in kind.info.writes
-        for m in acts:
-            dest = m.destination_of(t)
-            if dest is None:
-                flat.extend((0, 0, 0, 0, 0, 0))
-                continue
-            new, view = dest
-            flat.extend((1, self.tid_of(new), int(m.level), m.units(new, self.target),
-                         view_cost(t, new, view, written, self.target), int(view)))
-        return [len(acts)] + flat
-
-    def select(self, i: int, positions: list[int] | None = None) -> list[int]:
-        """``(position, cost, vrf_regs)`` of each kernel that applies to logical Spec
-        ``i``, flat; ``positions``: only those of the kind's kernels (the ones whose
-        hints held in the core)."""
-        spec = self.spec_of(i)
-        flat: list[int] = []
-        table = self.kernels.for_kind(spec.kind)
-        for pos in range(len(table)) if positions is None else positions:
-            k = table[pos]
-            if k.applies_to(spec, self.target):
-                flat.extend((pos, k.cost(spec, self.target), k.vrf_regs))
-        self._tick()
-        return flat
-
     def _tick(self) -> None:
         if self.progress is not None:
             now = time.perf_counter() - self._t0
             if now - self._last > 0.5:
                 self._last = now
                 self.progress(self.graph.n_ids, self.solver.specs_solved, now)
-
-    def _compile(self, i: int) -> list[int]:
-        """Template rows of logical Spec ``i``, expanded in Python (``native=False``):
-        ``[n_rows, (index, const, own * L, n_children, (child, coef) * n_children) * n_rows]``.
-        """
-        spec = self.spec_of(i)
-        flat = [0]
-        rows = 0
-        target = self.target
-        for idx, act in enumerate(actions(spec, target)):
-            exp = act.expand(spec, target)
-            if exp is None:
-                continue
-            rows += 1
-            flat.append(idx)
-            flat.append(exp.const)
-            flat.extend(exp.own)
-            flat.append(len(exp.children))
-            for c, k in zip(exp.children, exp.coefs):
-                flat.append(self.id_of(logical(c)))
-                flat.append(k)
-        flat[0] = rows
-        self._tick()
-        return flat
 
     def solve(self, goal: Spec) -> tuple[Solution | None, SearchStats]:
         """Solve ``goal`` (and everything it depends on)."""

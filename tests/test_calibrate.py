@@ -121,7 +121,8 @@ def test_calibrate_command_writes_constants_that_synth_uses(tmp_path):
     from morello.db import stats
 
     fp = CostConstants.from_json(out["constants"]).fingerprint()
-    assert [c["target"] for c in stats(db)["contexts"]] == [f"avx2-llc@{fp}"]  # in_llc
+    # One target (in_llc), with a context per table family it reached.
+    assert {c["target"] for c in stats(db)["contexts"]} == {f"avx2-llc@{fp}"}
 
 
 def test_missing_calibration_file_is_one_line_error(tmp_path):

@@ -10,6 +10,7 @@ from strategies import gl_matmul_spec_st, prim_spec_st, small_limits_st, spec_st
 
 import morello
 from morello._graph import SpecGraph
+from morello.bridge import Bridge
 from morello.coords import spec_key, spec_point
 from morello.memory import AVX2, AVX512, LEVELS
 from morello.rewrites import actions
@@ -320,6 +321,32 @@ def test_the_expander_takes_cost_constants_by_name_not_position():
     fewer = dataclasses.make_dataclass("Fewer", list(fields)[1:])
     more = dataclasses.make_dataclass("More", [*fields, "extra"])
     with pytest.raises(ValueError, match="processors"):
-        Expander(eng.graph, None, eng._compile, fewer(*list(fields.values())[1:]), [])
+        Expander(eng.graph, Bridge(eng), True, fewer(*list(fields.values())[1:]), [])
     with pytest.raises(TypeError, match="fields"):
-        Expander(eng.graph, None, eng._compile, more(*fields.values(), 0), [])
+        Expander(eng.graph, Bridge(eng), True, more(*fields.values(), 0), [])
+
+
+def test_the_expander_refuses_records_whose_fields_it_does_not_read():
+    """The bridge's records and the core's structs name the same fields, in order: a
+    record with a field moved or added is refused when the Expander is made."""
+    from typing import NamedTuple
+
+    from morello._expand import Expander
+    from morello.bridge import KernelRecord, MoveRecord, TemplateRow
+    from morello.search import CostParams
+
+    class Swapped(NamedTuple):
+        dest: int
+        units: int
+        level: int
+        cost: int
+        view: int
+
+    class Odd(Bridge):
+        records = (Swapped, KernelRecord, TemplateRow)
+
+    eng = Engine(AVX2)
+    Expander(eng.graph, Bridge(eng), True, CostParams.of(AVX2), [])
+    with pytest.raises(TypeError, match="Swapped has fields"):
+        Expander(eng.graph, Odd(eng), True, CostParams.of(AVX2), [])
+    assert MoveRecord._fields != Swapped._fields
