@@ -679,6 +679,36 @@ def reduction_dims(kind: PrimKind | Chain, rank: int, params: Params = ()) -> tu
     return tuple(d for d in range(rank) if d not in written)
 
 
+@dataclass(frozen=True, slots=True)
+class FormFacts:
+    """What the search packs into the core for a form (a kind with its parameters at one
+    rank), derived once from the kind's row (``form_facts``)."""
+
+    operand_map: tuple          # per operand, per dim: (Spec dims summed, constant)
+    single_dims: bool           # every operand dim is one Spec dim or a constant
+    out_rank: int               # dims of the output
+    outdims: tuple[int, ...]    # per output dim, its Spec dim (-1: a constant dim)
+    splits: tuple[int, ...]     # the dims a Split may cut (accumulating kinds), else ()
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def form_facts(kind: PrimKind | Chain, params: Params, rank: int) -> FormFacts:
+    """The ``FormFacts`` of ``kind`` with ``params`` at ``rank``; ValueError with the
+    reason if the parameters do not fit the rank."""
+    info = kind.info
+    reason = info.check_params(rank, params)
+    if reason:
+        raise ValueError(reason)
+    omap = info.operand_map(rank, params)
+    return FormFacts(
+        omap,
+        all(len(sdims) == 0 or (len(sdims) == 1 and c == 0)
+            for dims in omap for sdims, c in dims),
+        len(omap[info.output]),
+        tuple(-1 if d is None else d for d in output_dims(kind, rank, params)),
+        reduction_dims(kind, rank, params) if info.accumulates else ())
+
+
 def fixed_dims(kind: PrimKind | Chain, rank: int, params: Params = ()) -> tuple[int, ...]:
     """Spec dims no loop may tile: a scan kind's scan dim (``params[0]``), a chain's
     softmax scan dims (``morello.compose.Chain.fixed_dims``)."""

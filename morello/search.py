@@ -31,7 +31,7 @@ from morello.cost import RAMP_BYTES, SWEEP_BYTES, Cost, run_bytes
 from morello.dtypes import Dtype
 from morello.errors import MorelloError, SpecError
 from morello.kernels import table_for
-from morello.kinds import KINDS, PrimKind, output_dims, reduction_dims
+from morello.kinds import KINDS, PrimKind, form_facts
 from morello.memory import LEVELS, Level, Target
 from morello.rewrites.decompose import DECOMPOSITIONS
 from morello.rewrites.tile import tile_size_table
@@ -222,29 +222,27 @@ class Engine:
         if f is not None:
             return f
         info = kind.info
-        reason = info.check_params(rank, params)
-        if reason:
-            raise SpecError(reason)
+        try:
+            facts = form_facts(kind, params, rank)
+        except ValueError as e:
+            raise SpecError(str(e)) from None
         f = self.forms[key] = len(self.form_keys)
         self.form_keys.append(key)
-        omap = info.operand_map(rank, params)
+        omap = facts.operand_map
         # The native expander handles operand dims that are one Spec dim or a constant;
         # sums of Spec dims (conv's h + fh - 1) are expanded by the Python rewrites.
         # So are scan kinds (their scan dim may not be tiled) and decompositions.
-        native = not info.scan and kind not in DECOMPOSITIONS and all(
-            len(sdims) == 0 or (len(sdims) == 1 and c == 0)
-            for dims in omap for sdims, c in dims)
-        out_rank = len(omap[info.output])
+        native = facts.single_dims and not info.scan and kind not in DECOMPOSITIONS
         self.graph.add_form(
             f, rank=rank, native=native,
             member=-1 if info.member is None else info.member,
             reads=info.reads, writes=info.writes, out=info.output,
-            outdims=[-1 if d is None else d for d in output_dims(kind, rank, params)],
+            outdims=list(facts.outdims),
             row_dim=-1 if info.row_dim is None else info.row_dim,
             accum=-1 if info.accum is None else self.form_of(info.accum, params, rank),
             fill=-1 if info.accum is None else self.form_of(PrimKind.FILL, (info.init,),
-                                                             out_rank),
-            splits=list(reduction_dims(kind, rank, params)) if info.accumulates else [],
+                                                             facts.out_rank),
+            splits=list(facts.splits),
             moves=[f if kind is PrimKind.MOVE and len(d) == rank
                    else self.form_of(PrimKind.MOVE, (), len(d)) for d in omap],
             operand_dims=[[(sdims[0] if sdims else -1, c) for sdims, c in dims]
