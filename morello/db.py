@@ -27,6 +27,7 @@ from morello.store import (
     stats,
 )
 from morello.store import Store as _FileStore
+from morello.store.exchange import _context_id
 from morello.store.tools import _target_named, _Walker
 from morello.store.validate import _table_key
 
@@ -45,11 +46,7 @@ class Store(_FileStore):
                          lambda family: identity.context_actions(target, family),
                          readonly=readonly, cache_bytes=cache_bytes)
         if self.writable and self._q(_LEGACY_SQL, (target.db_key,)):
-            self.close()
-            migrate(self.path)
-            super().__init__(path, target,
-                             lambda family: identity.context_actions(target, family),
-                             readonly=readonly, cache_bytes=cache_bytes)
+            _migrate(self)
 
 
 # Contexts of a file written before contexts per family: a bare fingerprint, no family.
@@ -64,29 +61,30 @@ def migrate(path) -> dict:
     ambiguous is dropped: the tables still answer it). One transaction, no search; the
     counts moved. Legacy contexts of another action table are left as they are."""
     w = _Walker(Path(path), readonly=False)
-    moved = {"contexts": 0, "tables": 0, "roots": 0, "roots_dropped": 0}
     try:
-        with w._write():
-            for ctx, target_key, actions in w.contexts():
-                target = _target_named(target_key)
-                if "@" in actions or target is None:
-                    continue
-                if identity.legacy_fingerprint(target) != actions:
-                    continue
-                _migrate_context(w, ctx, target_key, target, moved)
+        return _migrate(w)
     finally:
         w.close()
+
+
+def _migrate(db: _FileStore) -> dict:
+    """``migrate`` on an open writable store (any of its targets' legacy contexts)."""
+    moved = {"contexts": 0, "tables": 0, "roots": 0, "roots_dropped": 0}
+    with db._write():
+        for ctx, target_key, actions in db._q("SELECT id, target, actions FROM contexts"):
+            target = _target_named(target_key)
+            if "@" in actions or target is None:
+                continue
+            if identity.legacy_fingerprint(target) != actions:
+                continue
+            _migrate_context(db, ctx, target_key, target, moved)
     return moved
 
 
-def _migrate_context(w: _Walker, ctx: int, target_key: str, target: Target,
+def _migrate_context(w: _FileStore, ctx: int, target_key: str, target: Target,
                      moved: dict) -> None:
     def family_ctx(family: str) -> int:
-        actions = identity.context_actions(target, family)
-        w.conn.execute("INSERT OR IGNORE INTO contexts(target, actions) VALUES (?, ?)",
-                       (target_key, actions))
-        return int(w.conn.execute("SELECT id FROM contexts WHERE target = ? AND "
-                                  "actions = ?", (target_key, actions)).fetchone()[0])
+        return _context_id(w, target_key, identity.context_actions(target, family))
 
     families: set[str] = set()
     for tid, text in w._q("SELECT id, key FROM tables WHERE ctx = ?", (ctx,)):

@@ -19,7 +19,7 @@ from morello import pageblob
 from morello._memo import MemoTable
 from morello.coords import merge_dims, point_len
 from morello.errors import DatabaseError
-from morello.store.file import _exact_order
+from morello.store.file import Store, _exact_order
 from morello.store.format import MAX_ROOT_TEXT, MAX_TRACE, _page_bytes
 from morello.store.tools import _context_target, _Walker
 
@@ -96,7 +96,7 @@ def export_since(path, seq: int, out, known_roots: set | frozenset = frozenset()
     return totals
 
 
-def _context_id(db: _Walker, target_key: str, actions: str) -> int:
+def _context_id(db: Store, target_key: str, actions: str) -> int:
     db.conn.execute("INSERT OR IGNORE INTO contexts(target, actions) VALUES (?, ?)",
                     (target_key, actions))
     return int(db.conn.execute("SELECT id FROM contexts WHERE target = ? AND actions = ?",
