@@ -28,6 +28,7 @@ from morello.api import DatabaseWarning, Program, synthesize  # noqa: E402 (afte
 from morello.constructors import (  # noqa: E402
     add,
     add_bias,
+    channel_bias,
     attention,
     broadcast,
     chain,
@@ -63,6 +64,7 @@ __all__ = [
     "ConvLower",
     "add",
     "add_bias",
+    "channel_bias",
     "attention",
     "broadcast",
     "chain",

@@ -75,7 +75,7 @@ overflow. A program too large for this machine's memory can be synthesized and e
 OPS = (*OPERATIONS, "attention", "chain")
 # The operations a chain may start with, as the kind table says (a fill reads nothing).
 CHAIN_OPS = tuple(name for name, (kind, _) in OPERATIONS.items()
-                  if chain_step_reason(kind) is None)
+                  if chain_step_reason(kind, innermost=True) is None)
 
 
 def _int(text: str) -> int:
@@ -329,18 +329,18 @@ def _chain_spec(args):
     if first[0] not in CHAIN_OPS:
         what = "cannot start a chain" if first[0] in OPS else "unknown operation in the chain"
         if first[0] in OPERATIONS:  # say why, as the kind table does
-            what += f": {chain_step_reason(OPERATIONS[first[0]][0])}"
+            what += f": {chain_step_reason(OPERATIONS[first[0]][0], innermost=True)}"
         raise MorelloError(f"{first[0][:40]!r}: {what} (one of {', '.join(CHAIN_OPS)})")
     sub = argparse.Namespace(**vars(args))
     sub.op, sub.sizes = first[0], []
     words = iter(first[1:])
-    for w in words:  # the first step may carry its --dim, --batch and --value
+    for w in words:  # the first step may carry its flags (a conv's --stride, --pad, --layout)
         flag, eq, val = w.partition("=")
-        if flag in ("--dim", "--batch", "--value"):
+        if flag in ("--dim", "--batch", "--value", "--stride", "--pad", "--layout"):
             val = val if eq else next(words, "")
-            conv = limits.parse_float if flag == "--value" else limits.parse_int
+            parse = {"--value": limits.parse_float, "--layout": str}.get(flag, limits.parse_int)
             try:
-                setattr(sub, flag[2:], conv(val))
+                setattr(sub, flag[2:], parse(val))
             except ValueError as e:
                 raise MorelloError(f"{flag} in the chain: {e}") from None
         else:
@@ -348,6 +348,7 @@ def _chain_spec(args):
     if not sub.sizes:
         raise MorelloError(f"the chain's first step {first[0]} needs its sizes")
     steps = [_spec(sub)]
+    conv = first[0] == "conv"
     for step in rest:
         name, nums = step[0], [_size_arg(t) for t in step[1:]]
         if name not in _STEP_ARGS:
@@ -364,6 +365,8 @@ def _chain_spec(args):
                                    f"got a tensor of {len(shape)} dims")
             b, m, k = (1, *shape) if len(shape) == 2 else shape
             steps.append(morello.matmul(m, k, nums[0], batch=b, **kw))
+        elif name == "bias" and conv:  # a conv's bias: one per output channel
+            steps.append(morello.channel_bias(*shape, dim=nums[0] if nums else 1, **kw))
         elif name in ("softmax", "max", "sum", "bias"):
             make = {"softmax": morello.softmax, "max": morello.reduce_max,
                     "sum": morello.reduce_sum, "bias": morello.add_bias}[name]
@@ -372,6 +375,8 @@ def _chain_spec(args):
         else:
             make = {"relu": morello.relu, "add": morello.add, "mul": morello.mul}[name]
             steps.append(make(*shape, **kw))
+        if conv and sub.layout == "nhwc":
+            steps[-1] = morello.constructors.channels_last(steps[-1])
     return morello.chain(*steps)
 
 

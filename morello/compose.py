@@ -35,9 +35,10 @@ from morello.errors import SpecError
 from morello.kinds import BY_TITLE, KINDS, KindInfo, PrimKind, operand_shapes
 
 # The most Spec dims and operands of a chain: its records and points must fit the core
-# (morello._graph: 1 + rank + 4 * operands + 1 + levels <= 32 coordinates).
-MAX_CHAIN_RANK = 5
+# (morello._graph: 1 + rank + 4 * operands + 1 + levels <= 32 coordinates, ``fits_core``).
+MAX_CHAIN_RANK = 7
 MAX_CHAIN_OPERANDS = 5
+_MAX_POINT = 32
 MAX_COMPONENTS = 4
 FAMILY_PREFIX = "Compose:"
 
@@ -57,9 +58,26 @@ def _param_text(v) -> str:
     return "-inf" if v == -math.inf else repr(v)
 
 
-def chain_step_reason(kind: PrimKind) -> str | None:
+def fits_core(rank: int, n_operands: int) -> str | None:
+    """Why a chain of ``rank`` dims and ``n_operands`` operands is too large for the
+    core's coordinates, or None."""
+    from morello.memory import NLEVELS
+
+    if rank > MAX_CHAIN_RANK:
+        return f"a chain has at most {MAX_CHAIN_RANK} dims, this one {rank}"
+    if n_operands > MAX_CHAIN_OPERANDS:
+        return (f"a chain has at most {MAX_CHAIN_OPERANDS} operands, this one "
+                f"{n_operands}")
+    if 1 + rank + 4 * n_operands + 1 + NLEVELS > _MAX_POINT:
+        return (f"a chain of {rank} dims has at most "
+                f"{(_MAX_POINT - 2 - rank - NLEVELS) // 4} operands, this one {n_operands}")
+    return None
+
+
+def chain_step_reason(kind: PrimKind, innermost: bool = False) -> str | None:
     """Why ``kind`` cannot be a step of a chain (it must read its inputs into one fresh
-    output), or None."""
+    output), or None; ``innermost``: the step that runs first (a lowered kind, whose
+    lowering takes whole operands, may be that step only)."""
     info = kind.info
     n = info.n_operands
     if info.scan and kind is not PrimKind.SOFTMAX:
@@ -68,8 +86,8 @@ def chain_step_reason(kind: PrimKind) -> str | None:
         return f"{info.title} does not read inputs into one fresh output"
     if kind is PrimKind.MOVE:
         return "Move is not a chain step"
-    if info.lowered:
-        return f"{info.title} is not a chain step yet (its lowering takes whole operands)"
+    if info.lowered and not innermost:
+        return f"{info.title} can only be a chain's first step (its lowering takes whole operands)"
     return None
 
 
@@ -83,8 +101,9 @@ class Chain:
         if not 2 <= len(self.components) <= MAX_COMPONENTS:
             raise SpecError(f"a chain has 2..{MAX_COMPONENTS} steps, got "
                             f"{len(self.components)}")
-        for c in self.components:
-            why = chain_step_reason(c.kind)
+        last = len(self.components) - 1
+        for i, c in enumerate(self.components):
+            why = chain_step_reason(c.kind, innermost=i == last)
             if why:
                 raise SpecError(why)
 
@@ -121,9 +140,20 @@ class Chain:
         return out
 
     def fixed_dims(self) -> tuple[int, ...]:
-        """Chain dims no loop may tile: the scan dims of its softmaxes."""
-        return tuple(sorted({c.dims[c.params[0]] for c in self.components
-                             if KINDS[c.kind].scan}))
+        """Chain dims no loop may tile: the scan dims of its softmaxes, and a conv's
+        output pixels (a tile of them would need the image's halo and no padding) and
+        channels (each tile a conv lowered and searched anew, the image relaid out for
+        each: a search several times as long for programs never cheaper where measured)."""
+        out = {c.dims[c.params[0]] for c in self.components if KINDS[c.kind].scan}
+        for c in self.components:
+            if KINDS[c.kind].lowered:
+                out |= {c.dims[1], c.dims[3], c.dims[4]}
+        return tuple(sorted(out))
+
+    @property
+    def lowered(self) -> bool:
+        """A component is implemented only by its lowering (a conv)."""
+        return any(KINDS[c.kind].lowered for c in self.components)
 
     def __str__(self) -> str:
         return self.title
@@ -206,9 +236,8 @@ def _info(ch: Chain) -> KindInfo:
             omap.append(remap(i, j))
     names.append("out")
     omap.append(remap(0, KINDS[comps[0].kind].n_operands - 1))
-    if len(names) > MAX_CHAIN_OPERANDS:
-        raise SpecError(f"a chain has at most {MAX_CHAIN_OPERANDS} operands, this one "
-                        f"{len(names)}")
+    if why := fits_core(rank, len(names)):
+        raise SpecError(why)
     # Neighbours must agree: component i's first input is component i+1's output.
     for i in range(last):
         want = remap(i, 0)
@@ -242,7 +271,7 @@ def evaluate(ch: Chain, inputs: list, out: np.ndarray | None, shape=None) -> np.
     comps = ch.components
     offs = ch.offsets()
     if shape is None:
-        shape = _shape_from_inputs(ch, inputs)
+        shape = _shape_from_inputs(ch, inputs, out)
     value = None
     for i in range(len(comps) - 1, -1, -1):
         c = comps[i]
@@ -260,10 +289,13 @@ def evaluate(ch: Chain, inputs: list, out: np.ndarray | None, shape=None) -> np.
     return value
 
 
-def _shape_from_inputs(ch: Chain, inputs: list) -> tuple[int, ...]:
+def _shape_from_inputs(ch: Chain, inputs: list, out=None) -> tuple[int, ...]:
+    """The chain's shape from its operands' (the output's too, if given: a conv's output
+    pixels are no input's single dims)."""
     shape = [1] * ch.rank
     omap = ch.info.operand_map(ch.rank, ())
-    for x, dims in zip(inputs, omap):
+    arrays = list(inputs) + ([out] if out is not None else [])
+    for x, dims in zip(arrays, omap):
         for size, (sdims, _) in zip(np.shape(x), dims):
             if len(sdims) == 1:
                 shape[sdims[0]] = size

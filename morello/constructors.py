@@ -186,6 +186,27 @@ def add_bias(*shape: int, dim: int = -2, dtype: str | Dtype = "f32", serial: boo
     return _spec(PrimKind.ADD_BROADCAST, shp, (_dim(dim, len(shp)),), dtype, serial, target)
 
 
+def channel_bias(*shape: int, dim: int = 1, dtype: str | Dtype = "f32",
+                 serial: bool | None = None, target: str | Target = "avx2") -> Spec:
+    """The Spec of ``out = lhs + rhs`` where ``rhs`` (the bias) is a vector along ``dim``
+    (extent 1 in every other dim), repeated over the rest: with the default ``dim=1``, a
+    conv's per-channel bias over ``N×C×H×W`` (``rhs`` is ``1×C×1×1``)."""
+    shp = _shape(shape)
+    return _spec(PrimKind.ADD_CHANNEL, shp, (_dim(dim, len(shp)),), dtype, serial, target)
+
+
+def channels_last(spec: Spec) -> Spec:
+    """``spec`` with its ``N×C×H×W`` operands of the output's shape stored NHWC (a step
+    after a channels-last conv: its residual and output as the conv's)."""
+    from morello.rewrites.conv import NHWC
+
+    out = spec.output.shape
+    for i, t in enumerate(spec.operands):
+        if len(t.shape) == 4 and t.shape == out:
+            spec = spec.with_operand(i, fresh(t.shape, t.dtype, t.level, NHWC))
+    return spec.canonical()
+
+
 def _lift(spec: Spec, rank: int) -> Spec:
     """``spec`` with leading dims of extent 1 up to ``rank`` (elementwise, reduction and
     softmax kinds, whose operands all have the Spec's rank)."""
@@ -238,10 +259,10 @@ def chain(*steps: Spec | list[Spec] | tuple[Spec, ...]) -> Spec:
                 f"{'×'.join(map(str, s.operands[0].shape))}, but step {prev_i + 1} "
                 f"({prev.kind.title}) writes {'×'.join(map(str, prev.output.shape))}")
         specs.append(s)
-    for s in specs:
+    for j, s in enumerate(specs):
         if isinstance(s.kind, compose.Chain):
             raise SpecError("a chain step must be a primitive Spec, not a chain")
-        why = compose.chain_step_reason(s.kind)
+        why = compose.chain_step_reason(s.kind, innermost=j == 0)
         if why:
             raise SpecError(f"chain: {why}")
     # Chain dims: union the Spec dims each step's input 0 shares with the previous output.

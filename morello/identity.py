@@ -94,14 +94,17 @@ def legacy_fingerprint(target: Target) -> str:
     ``target``, every kind's row and kernels at once. A context under this fingerprint,
     computed by today's code, holds results valid today, which ``morello.db.migrate``
     moves to their family contexts. The chain bounds are those that code had: they only
-    bound which chains are admitted, and no admitted chain's actions depend on them."""
+    bound which chains are admitted, and no admitted chain's actions depend on them; the
+    kinds are those it had (kinds added since are in no legacy context)."""
     from morello import compose
     from morello.kernels import table_for
-    from morello.kinds import KINDS
+    from morello.kinds import KINDS, PrimKind
     from morello.rewrites import bufferize, conv, decompose
+    kinds = [k for k in PrimKind if k <= PrimKind.CONV_ACCUM]
+    table = table_for(target)
     ident = {
-        "kinds": [_kind_row(kind, info) for kind, info in KINDS.items()],
-        "kernels": table_for(target).identity(),
+        "kinds": [_kind_row(kind, KINDS[kind]) for kind in KINDS if kind in kinds],
+        "kernels": [[k.name for k in table.for_kind(kind)] for kind in kinds],
         **_global_facts(target),
         "decompositions": decompose.identity(),
         "bufferize": bufferize.identity(),
@@ -139,7 +142,8 @@ def family_fingerprint(target: Target, family: str) -> str:
         "decompositions": decompose.identity()
         if any(k in decompose.DECOMPOSITIONS for k in prims) else None,
         "conv": conv.identity() if any(KINDS[k].lowered for k in prims) else None,
-        "chains": [chains, bufferize.identity(), compose.FAMILY_PREFIX] if chains else None,
+        "chains": [chains, bufferize.identity(any(KINDS[k].lowered for k in prims)),
+                   compose.FAMILY_PREFIX] if chains else None,
     }
     text = json.dumps(ident, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:8]

@@ -113,6 +113,7 @@ class PrimKind(enum.IntEnum):
     FMAX_ACCUM = 28
     CONV = 29
     CONV_ACCUM = 30
+    ADD_CHANNEL = 31
 
     @property
     def info(self) -> KindInfo:
@@ -291,6 +292,13 @@ def _full(rank: int) -> tuple[OperandDim, ...]:
 def _reduce_map(rank: int, params: Params) -> OperandMap:
     (dim,) = params
     return (_full(rank), _keep_one(dim, rank))
+
+
+def _channel_map(rank: int, params: Params) -> OperandMap:
+    """lhs and out of the Spec's shape; rhs only along ``dim`` (extent 1 elsewhere)."""
+    (dim,) = params
+    only = tuple(((d,), 0) if d == dim else ((), 1) for d in range(rank))
+    return (_full(rank), only, _full(rank))
 
 
 def _broadcast_map(rank: int, params: Params) -> OperandMap:
@@ -639,6 +647,11 @@ KINDS: dict[PrimKind, KindInfo] = {
         "ConvAccum", CONV_PARAMS, ("image", "filters", "out"), (0, 1, 2), (2,), (7, 7),
         _conv_map, "Conv", 0, _conv_accum_ref, flops_per_point=2, accumulates=True,
         lowered=True, doc="out += conv2d(image, filters)"),
+    # A conv's per-channel bias: rhs a vector along dim, repeated over every other dim.
+    PrimKind.ADD_CHANNEL: KindInfo(
+        "AddChannel", ("dim",), ("lhs", "rhs", "out"), (0, 1), (2,), (1, MAX_RANK),
+        _channel_map, "AddChannel", None, _add_broadcast_ref, flops_per_point=1,
+        doc="out = lhs + rhs, rhs a vector along dim (a per-channel bias)"),
 }
 
 BY_TITLE = {info.title: kind for kind, info in KINDS.items()}

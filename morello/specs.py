@@ -135,7 +135,12 @@ class Spec:
         return operand_dim(self.kind, operand, sdim, len(self.shape), self.params)
 
     def flops(self) -> int:
-        return self.kind.info.flops_per_point * self.volume
+        """The arithmetic the Spec stands for: a chain's, its components' summed."""
+        components = getattr(self.kind, "components", None)
+        if components is None:
+            return self.kind.info.flops_per_point * self.volume
+        return sum(c.kind.info.flops_per_point * math.prod(self.shape[d] for d in c.dims)
+                   for c in components)
 
     def logical_str(self) -> str:
         ops = ", ".join(str(o) for o in self.operands)

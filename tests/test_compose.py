@@ -194,6 +194,10 @@ def test_the_search_chooses_between_fused_and_unfused():
      "not a chain"),
     (lambda: (morello.matmul(2, 2, 2), morello.relu(1, 2, 2), morello.relu(1, 2, 2),
               morello.relu(1, 2, 2), morello.relu(1, 2, 2)), "2..4 steps"),
+    (lambda: (morello.relu(1, 2, 6, 6), morello.conv2d(1, 2, 6, 6, 3, 3, 3)),
+     "can only be a chain's first step"),
+    (lambda: (morello.conv2d(1, 2, 6, 6, 3, 3, 3), morello.channel_bias(1, 3, 4, 4),
+              morello.add(1, 3, 4, 4), morello.relu(1, 3, 4, 4)), "at most 4 operands"),
 ])
 def test_bad_chains_give_one_clear_line(steps, message):
     with pytest.raises(morello.SpecError) as e:
@@ -205,7 +209,9 @@ def test_bad_chains_give_one_clear_line(steps, message):
     (["synth", "chain", "matmul 4 4 4"], "at least two steps"),
     (["synth", "chain", "frob 4 | relu"], "unknown operation"),
     (["synth", "chain", "fill 4 4 | relu"], "cannot start a chain"),
-    (["synth", "chain", "conv 1 2 6 6 3 3 3 --pad 1 | relu"], "not a chain step yet"),
+    (["synth", "chain", "conv 1 2 6 6 3 3 3 --pad 9 | relu"], "pad 9 must be below"),
+    (["synth", "chain", "conv 1 2 6 6 3 3 3 --layout nhcw | relu"], "layout must be one of"),
+    (["synth", "chain", "relu 4 | bias 3"], "out of range"),
     (["synth", "chain", "matmul 4 4 4 | conv 3"], "cannot be a later chain step"),
     (["synth", "chain", "matmul 4 4 4 | matmul"], "takes N"),
     (["synth", "chain", "relu 4 | matmul 3"], "reads a matrix"),

@@ -213,6 +213,50 @@ def _splat_cost(v: VecType):
                          + io_cost(s, t))
 
 
+# --- AddChannel (a per-channel bias) ------------------------------------------------------
+
+def _channel_vector_check(spec: Spec, target: Target) -> Reason:
+    """A tile one channel vector long: every tensor has one extent above 1 and is
+    contiguous, so all three run along the channels element for element."""
+    lhs, rhs, out = spec.operands
+    if rhs.volume != out.volume:
+        return "the tile has extents above 1 beside the channels"
+    if reason := in_l1(*spec.operands):
+        return reason
+    if not all(t.contiguous for t in spec.operands):
+        return "operands must be contiguous"
+    return all_f32(spec)
+
+
+def _channel_scalar_check(spec: Spec, target: Target) -> Reason:
+    """One channel: its bias a scalar, lhs and out contiguous L1 tensors of one layout."""
+    lhs, rhs, out = spec.operands
+    if rhs.volume != 1 or not rf_or_l1(rhs):
+        return "rhs must be a scalar in RF or L1"
+    if reason := in_l1(lhs, out):
+        return reason
+    return same_contiguous_f32(lhs, out) or all_f32(spec)
+
+
+def _channel_scalar_emit(v: VecType):
+    def emit(w, spec, ops, vt) -> None:
+        lhs, rhs, out = ops
+        with w.block("{"):
+            w.line(f"const float *restrict p0 = {lhs.ptr(0)};")
+            w.line(f"float *restrict p2 = {out.ptr(0)};")
+            w.line(f"const float s = {rhs.lval()};")
+            if spec.volume >= v.lanes:
+                w.line(f"const {v.c_type} sv = {v.splat('s')};")
+            stream_emit(w, v, spec.volume, ["p0"], "p2",
+                         lambda x: f"{v.op('add')}({x[0]}, sv)", lambda x: f"{x[0]} + s")
+    return emit
+
+
+def _channel_scalar_cost(v: VecType):
+    return lambda s, t: (pass_cost(s.volume, t, 2, 1, lanes=v.lanes) + t.costs.broadcast
+                         + io_cost(s, t))
+
+
 # --- MaxAccum, SumAccum -------------------------------------------------------------------
 
 def scalar_and_row_check(spec: Spec, scalar: int, row: int) -> Reason:
@@ -532,4 +576,13 @@ def rows(v: VecType) -> tuple[Kernel, ...]:
         Kernel(f"L1Fill{sfx}", PrimKind.FILL, _l1_fill_check, _l1_fill_cost(v), 1,
                _l1_fill_emit(v), "vector stores of a value over a contiguous L1 tensor",
                levels=(L1,)),
+        # --- AddChannel: one pixel's channels, or one channel's pixels.
+        Kernel(f"VectorAddChannel{sfx}", PrimKind.ADD_CHANNEL, _channel_vector_check,
+               _elementwise_cost(v, 3, 1), 0, _binary_emit(v, "add", "+"),
+               "out = lhs + rhs along the channels of one pixel (contiguous L1 vectors)",
+               levels=(L1, L1, L1)),
+        Kernel(f"ScalarAddChannel{sfx}", PrimKind.ADD_CHANNEL, _channel_scalar_check,
+               _channel_scalar_cost(v), 1, _channel_scalar_emit(v),
+               "out = lhs + one channel's bias over contiguous L1 tensors",
+               levels=(L1, RL, L1)),
     )

@@ -13,6 +13,10 @@ intermediate is a fresh row-major buffer in main memory, L1, or scalar registers
 single element); a chain tiled by ``TileOut`` first keeps it small enough for L1 or for
 registers, which is how the search fuses: a loop over rows of the output whose body
 bufferizes one tile of every intermediate.
+
+A chain with a lowered component (a conv first) may also hold an intermediate of the
+output's shape in the output's layout (``same_layout``): a channels-last conv then
+writes it in place, and the steps after it stream element for element into the output.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from morello.memory import Level, Target
 from morello.nodes import NEW, Block
 from morello.rewrites.base import BUFFER_LEVELS, Expansion, allocate, new_buffer
 from morello.specs import Spec, operand_shapes
+from morello.tensorspec import fresh
 
 # Where a chain's intermediate may live: Decompose's levels, and L2, which holds an
 # intermediate too large for L1 that main memory would price as a round trip to memory
@@ -46,6 +51,7 @@ class Bufferize:
 
     index: int
     level: Level
+    same_layout: bool = False  # in the layout of the chain's output, not row-major
 
     def buffer(self, spec: Spec):
         ch = spec.kind
@@ -54,7 +60,13 @@ class Bufferize:
         c = ch.components[self.index]
         shape = operand_shapes(c.kind, ch.component_shape(self.index, spec.shape),
                                c.params)[0]
-        return new_buffer(shape, spec.operands[-1].dtype, self.level)
+        out = spec.operands[-1]
+        new = new_buffer(shape, out.dtype, self.level)
+        if not self.same_layout or new is None:
+            return new
+        if shape != out.shape or out.layout == new.layout:
+            return None  # nothing a row-major buffer does not do
+        return fresh(shape, out.dtype, self.level, out.layout)
 
     def expand(self, spec: Spec, target: Target) -> Expansion | None:
         new = self.buffer(spec)
@@ -84,17 +96,23 @@ class Bufferize:
         return Block(compose.split_steps(spec.kind, self.index, NEW), (new,))
 
     def __str__(self) -> str:
-        return f"Bufferize({self.index}, {self.level})"
+        same = ", same layout" if self.same_layout else ""
+        return f"Bufferize({self.index}, {self.level}{same})"
 
 
 def bufferize_actions(spec: Spec, target: Target) -> list[Bufferize]:
     ch = spec.kind
     if not isinstance(ch, compose.Chain):
         return []
-    return [Bufferize(i, level) for i in range(len(ch.components) - 1)
-            for level in LEVELS]
+    out = [Bufferize(i, level) for i in range(len(ch.components) - 1) for level in LEVELS]
+    if ch.lowered:
+        out += [Bufferize(i, level, True) for i in range(len(ch.components) - 1)
+                for level in LEVELS]
+    return out
 
 
-def identity() -> list:
-    """What action indices of bufferizing depend on (for the actions fingerprint)."""
-    return [lvl.name for lvl in LEVELS]
+def identity(lowered: bool = False) -> list:
+    """What action indices of bufferizing depend on (for the actions fingerprint), for
+    chains with a lowered component or (``lowered=False``) without."""
+    levels = [lvl.name for lvl in LEVELS]
+    return levels + ["same layout", *levels] if lowered else levels
