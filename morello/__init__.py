@@ -28,10 +28,10 @@ from morello.api import DatabaseWarning, Program, synthesize  # noqa: E402 (afte
 from morello.constructors import (  # noqa: E402
     add,
     add_bias,
-    channel_bias,
     attention,
     broadcast,
     chain,
+    channel_bias,
     conv2d,
     fill,
     matmul,
