@@ -19,6 +19,9 @@ operations (OP SIZES...):
   add|mul S1 [S2 S3 S4]         out = lhs + rhs, lhs * rhs (elementwise, 1 to 4 dims)
   bias S1 S2 [...] [--dim D]    out = lhs + bias, the bias repeated along D (default: the
                                 rows, -2: one bias per column)
+  channel-bias S1 S2 [...] [--dim D]
+                                out = lhs + bias, the bias a vector along D (default 1:
+                                one per channel of NxCxHxW, bias 1xCx1x1)
   relu S1 [...]                 dst = max(src, 0)
   fill S1 [...] [--value=V]     dst = V (0 or -inf)
   broadcast S1 [...] --dim D    dst (S1 x ...) = src repeated along D (src has size 1 there)
@@ -35,9 +38,12 @@ operations (OP SIZES...):
                                 (`matmul 128 64 128`); a later one names only what the
                                 previous output does not fix: `matmul N` (the output
                                 is its lhs), `softmax [D]`, `bias [D]`, `relu`,
-                                `add`, `mul`, `max D`, `sum D`. Examples:
+                                `add`, `mul`, `max D`, `sum D`; after a conv (its
+                                --stride, --pad, --layout in its step), `bias` is one
+                                per channel and `add` a residual. Examples:
                                 chain 'matmul 128 64 128 | softmax | matmul 64'
                                 chain 'matmul 256 256 256 | bias | relu'
+                                chain 'conv 1 16 20 20 32 3 3 --pad 1 | bias | relu'
 
 examples:
   morello synth matmul 64 64 64          print the cheapest Impl tree with costs
@@ -277,8 +283,8 @@ def _spec(args):
     if args.dtypes is not None or args.rhs_layout != "rm" or args.saturate:
         raise MorelloError("--dtypes, --rhs-layout and --saturate are for matmul only")
     if "dim" in params:
-        if args.dim is None and op in ("softmax", "bias"):
-            args.dim = -1 if op == "softmax" else -2
+        if args.dim is None and op in ("softmax", "bias", "channel-bias"):
+            args.dim = {"softmax": -1, "bias": -2, "channel-bias": 1}[op]
         if args.dim is None:
             raise MorelloError(f"{op} needs --dim D (see `morello --help`)")
         kw["dim"] = args.dim

@@ -383,6 +383,34 @@ def conv2d(n: int, c: int, h: int, w: int, f: int, kh: int, kw: int, *, stride: 
     return spec
 
 
+BLOCK_STEPS = ("bias", "add", "relu")
+
+
+def conv_block(n: int, c: int, h: int, w: int, f: int, kh: int, kw: int, *,
+               steps: tuple[str, ...] = ("bias", "relu"), stride: int = 1, pad: int = 0,
+               dtype: str | Dtype = "f32", layout: str = "nchw", serial: bool | None = None,
+               target: str | Target = "avx2") -> Spec:
+    """The chain of ``conv2d(n, c, h, w, f, kh, kw, ...)`` and then ``steps`` over its
+    output: ``"bias"`` (one per output channel, ``1×F×1×1``), ``"add"`` (a residual of the
+    output's shape), ``"relu"``. A ResNet block's ``relu(conv(x) + r)`` is
+    ``steps=("add", "relu")``. The callable takes the steps' operands last step first,
+    then ``x`` and the weights (``morello.compose``): ``fn(bias, x, w)``. With
+    ``layout="nhwc"`` the residual and the output are channels-last too."""
+    conv = conv2d(n, c, h, w, f, kh, kw, stride=stride, pad=pad, dtype=dtype, layout=layout,
+                  serial=serial, target=target)
+    if not steps or any(s not in BLOCK_STEPS for s in steps):
+        raise SpecError(f"conv_block's steps are some of {', '.join(BLOCK_STEPS)}, got "
+                        f"{_short_repr(steps)}")
+    shape = conv.output.shape
+    kw_ = dict(dtype=dtype, serial=serial, target=target)
+    make = {"bias": lambda: channel_bias(*shape, **kw_), "add": lambda: add(*shape, **kw_),
+            "relu": lambda: relu(*shape, **kw_)}
+    after = [make[s]() for s in steps]
+    if layout == "nhwc":
+        after = [channels_last(s) for s in after]
+    return chain(conv, *after)
+
+
 # The operations of the command line: name -> (kind, constructor).
 OPERATIONS = {
     "matmul": (PrimKind.MATMUL, matmul), "add": (PrimKind.ADD, add),
@@ -390,6 +418,6 @@ OPERATIONS = {
     "fill": (PrimKind.FILL, fill), "broadcast": (PrimKind.BROADCAST, broadcast),
     "max": (PrimKind.MAX, reduce_max), "sum": (PrimKind.SUM, reduce_sum),
     "softmax": (PrimKind.SOFTMAX, softmax), "bias": (PrimKind.ADD_BROADCAST, add_bias),
-    "conv": (PrimKind.CONV, conv2d),
+    "channel-bias": (PrimKind.ADD_CHANNEL, channel_bias), "conv": (PrimKind.CONV, conv2d),
 }
 CONSTRUCTORS = {name: make for name, (_, make) in OPERATIONS.items()}

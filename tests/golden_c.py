@@ -38,6 +38,8 @@ def searched(target: str) -> list:
         m.softmax(8, 64, target=t), m.softmax(64, 8, dim=0, target=t),
         m.softmax(2, 8192, target=t), m.softmax(4096, 4096, target=t),
         m.add_bias(8, 64, target=t), m.attention(16, 16, target=t),
+        m.channel_bias(2, 16, 5, 7, target=t),
+        m.channels_last(m.channel_bias(1, 16, 5, 7, target=t)),
     ]
 
 

@@ -24,6 +24,8 @@ SPECS = {
     "softmax 4x6 dim 0": lambda: morello.softmax(4, 6, dim=0),
     "bias 6x9": lambda: morello.add_bias(6, 9),
     "conv 1x3x6x6 4x3x3 pad 1": lambda: morello.conv2d(1, 3, 6, 6, 4, 3, 3, pad=1),
+    "channel-bias 2x5x3x4": lambda: morello.channel_bias(2, 5, 3, 4),
+    "chain relu(bias(conv 1x3x6x6 4x3x3))": lambda: morello.conv_block(1, 3, 6, 6, 4, 3, 3),
     "chain relu(matmul 5x7x6)": lambda: morello.chain(morello.matmul(5, 7, 6),
                                                       morello.relu(5, 6)),
     "chain attention 9x5": lambda: morello.attention(9, 5),

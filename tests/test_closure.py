@@ -16,7 +16,10 @@ PER_ROOT = 120  # Specs expanded per root: the first levels of every kind's prog
 def _roots(target: str):
     specs = [make() for _, make, _ in canary.corpus(target)]
     specs += [morello.conv2d(1, 3, 7, 6, 5, 3, 3, pad=1, target=target),
-              morello.conv2d(1, 4, 6, 6, 8, 1, 1, layout="nhwc", target=target)]
+              morello.conv2d(1, 4, 6, 6, 8, 1, 1, layout="nhwc", target=target),
+              morello.conv_block(1, 3, 6, 6, 5, 3, 3, pad=1, target=target),
+              morello.conv_block(1, 4, 6, 6, 8, 1, 1, steps=("add", "relu"), layout="nhwc",
+                                 target=target)]
     return specs
 
 

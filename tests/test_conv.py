@@ -181,3 +181,91 @@ def test_the_cli_refuses_bad_convs_with_status_2(argv, msg, tmp_path):
                        capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 2, r.stderr
     assert msg in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+# --- CNN blocks: a conv and the steps after it as one chain -------------------------------
+
+def _block_want(steps, x, wt, other, stride, pad):
+    y = conv2d_numpy(x, wt, stride, pad)
+    for s in steps:
+        y = np.maximum(y, 0) if s == "relu" else y + other
+    return y
+
+
+@pytest.mark.parametrize("case, steps", [
+    ((1, 3, 6, 7, 4, 3, 3, 1, 1), ("bias", "relu")),   # a padded 3x3 block
+    ((2, 3, 9, 8, 5, 3, 3, 2, 1), ("add", "relu")),    # a residual, stride 2, a batch
+    ((1, 4, 7, 7, 6, 1, 1, 1, 0), ("bias",)),          # 1x1 and its bias
+    ((1, 1, 5, 5, 1, 2, 2, 1, 0), ("relu",)),          # one channel, one filter
+    ((1, 8, 6, 6, 17, 3, 3, 1, 1), ("bias", "relu")),  # filters beyond one vector
+    ((2, 2, 5, 6, 3, 3, 2, 1, 0), ("add",)),
+], ids=lambda c: "x".join(map(str, c)) if isinstance(c[0], int) else "-".join(c))
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.isa("avx2", "fma")
+def test_every_emitted_conv_block_matches_numpy(case, steps, layout, tmp_path):
+    n, c, h, w, f, kh, kw, stride, pad = case
+    spec = morello.conv_block(n, c, h, w, f, kh, kw, steps=steps, stride=stride, pad=pad,
+                              layout=layout)
+    prog = morello.synthesize(spec, db=tmp_path / "blocks.sqlite")
+    ok, err = prog.verify()
+    assert ok, err
+
+
+@pytest.mark.isa("avx2", "fma")
+def test_a_block_s_callable_takes_torch_shaped_arrays(tmp_path):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    wt = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal((1, 5, 1, 1)).astype(np.float32)
+    fn = morello.synthesize(morello.conv_block(1, 3, 8, 8, 5, 3, 3, pad=1),
+                            db=tmp_path / "a.sqlite").compile()
+    np.testing.assert_allclose(fn(bias, x, wt), _block_want(("bias", "relu"), x, wt, bias, 1, 1),
+                               rtol=1e-4, atol=1e-4)
+    res = rng.standard_normal((1, 5, 8, 8)).astype(np.float32)
+    fl = morello.synthesize(morello.conv_block(1, 3, 8, 8, 5, 3, 3, pad=1, steps=("add", "relu"),
+                                               layout="nhwc"), db=tmp_path / "a.sqlite").compile()
+    cl = [np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2) for a in (res, x)]
+    w_hwio = np.ascontiguousarray(wt.transpose(2, 3, 1, 0)).transpose(3, 2, 0, 1)
+    got = fl(*cl, w_hwio)
+    assert got.transpose(0, 2, 3, 1).flags.c_contiguous
+    np.testing.assert_allclose(got, _block_want(("add", "relu"), x, wt, res, 1, 1),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_a_channels_last_block_writes_the_conv_in_place():
+    """The conv's output is held in the chain output's layout (NHWC), where its lowering
+    writes without a copy; a row-major (NCHW) one would be copied out of NHWC."""
+    from morello.rewrites.bufferize import Bufferize
+
+    spec = morello.conv_block(1, 8, 10, 10, 16, 3, 3, pad=1, layout="nhwc")
+    sol, _ = Engine(AVX2).solve(spec)
+    same = [b for b in (Bufferize(1, lvl, True) for lvl in (morello.memory.Level.GL,))
+            if b.expand(spec, AVX2) is not None]
+    assert same and same[0].buffer(spec).layout == spec.operands[-1].layout
+    assert Bufferize(1, morello.memory.Level.GL, True).expand(
+        morello.conv_block(1, 8, 10, 10, 16, 3, 3, pad=1), AVX2) is None  # NCHW: row-major
+
+
+@settings(max_examples=4, deadline=None)
+@given(conv_st(max_hw=4, max_c=2), st.sampled_from([("bias", "relu"), ("add",)]))
+def test_the_dp_equals_the_pure_python_reference_on_small_blocks(case, steps):
+    from morello.reference_dp import memoized_optimum
+
+    n, c, h, w, f, kh, kw, stride, pad = case
+    spec = morello.conv_block(n, c, h, w, f, kh, kw, steps=steps, stride=stride, pad=pad)
+    sol, _ = Engine(AVX2).solve(spec)
+    main, peaks, depth, action = memoized_optimum(spec, AVX2)
+    assert (sol.cost.main, sol.cost.peaks, sol.action) == (main, peaks, action)
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["chain", "conv 1 2 6 6 3 3 3 --stride 0 | bias"], "stride must be >= 1"),
+    (["chain", "conv 1 2 6 6 3 3 | relu"], "seven sizes"),
+    (["chain", "relu 1 2 6 6 | conv 1 2 6 6 3 3 3"], "cannot be a later chain step"),
+    (["chain", "conv 1 2 6 6 3 9 9 | relu"], "larger than"),
+])
+def test_the_cli_refuses_bad_blocks_in_one_line(argv, msg, tmp_path):
+    from probes import run_cli
+
+    code, out, err = run_cli(["synth", *argv, "--db", str(tmp_path / "db.sqlite"), "-q"])
+    assert code == 2 and msg in err and err.count("\n") == 1, err

@@ -121,6 +121,8 @@ KERNEL_SPECS = {
     "VectorExp": (PrimKind.SOFTMAX_EXP, (1, 107), (1,)),
     "VectorDivScalar": (PrimKind.DIV_REDUCED, (1, 107), (1,)),
     "VectorDivScalarInto": (PrimKind.DIV_REDUCED_INTO, (1, 107), (1,)),
+    "VectorAddChannel": (PrimKind.ADD_CHANNEL, (1, 107, 1, 1), (1,)),
+    "ScalarAddChannel": (PrimKind.ADD_CHANNEL, (1, 1, 1, 107), (1,)),
 }
 
 

@@ -63,6 +63,13 @@ SPECS = [
     ("conv 2x3x7x6 5x3x3 pad 1", lambda: morello.conv2d(2, 3, 7, 6, 5, 3, 3, pad=1), 1),
     ("conv 1x4x9x9 3x3x3 stride 2", lambda: morello.conv2d(1, 4, 9, 9, 3, 3, 3, stride=2), 1),
     ("bias 4x6x9 dim 2", lambda: morello.add_bias(4, 6, 9, dim=2), 1),
+    ("channel-bias 2x9x5x3", lambda: morello.channel_bias(2, 9, 5, 3), 1),
+    ("channel-bias 1x9x5x3 channels-last",
+     lambda: morello.channels_last(morello.channel_bias(1, 9, 5, 3)), 1),
+    ("chain relu(add(conv)) 2x3x7x6 5x3x3 pad 1 stride 2", lambda: morello.conv_block(
+        2, 3, 7, 6, 5, 3, 3, pad=1, stride=2, steps=("add", "relu")), 1),
+    ("chain relu(bias(conv)) 1x4x6x6 9x3x3 channels-last", lambda: morello.conv_block(
+        1, 4, 6, 6, 9, 3, 3, layout="nhwc"), 1),
     ("chain attention 19x7", lambda: morello.attention(19, 7), 1),
     ("chain attention 16x8 with K", lambda: morello.attention(16, 8, k_layout="k"), 1),
     ("chain relu(bias(matmul)) 9x5x17", lambda: morello.chain(
@@ -110,7 +117,12 @@ def run_sanitized(prog: morello.Program, tmp_path, seed: int = 0):
     proc = subprocess.run([str(exe), *map(str, files), str(out_file)], env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"exit {proc.returncode}:\n{proc.stderr[-3000:]}"
-    out = np.fromfile(out_file, out_spec.dtype.np).reshape(out_spec.shape)
+    order = _memory_order(out_spec, prog.spec)  # the file holds the output's memory
+    out = np.fromfile(out_file, out_spec.dtype.np)
+    if order is None:
+        out = out.reshape(out_spec.shape)
+    else:
+        out = out.reshape([out_spec.shape[d] for d in order]).transpose(np.argsort(order))
     return proc.stderr, out, prog.reference(*ins)
 
 
