@@ -17,6 +17,7 @@ Move            s              src s, dst s                   dst = src
 Fill{value}     s              dst s                          dst = value (0 or -inf)
 Add, Mul        s              lhs s, rhs s, out s            out = lhs (+|*) rhs
 AddBroadcast{d} s              lhs s, rhs m, out s            out = lhs + rhs repeated on d
+AddChannel{d}   s              lhs s, rhs v, out s            out = lhs + rhs, v along d
 Relu            s              src s, dst s                   dst = max(src, 0)
 Broadcast{d}    s              src s with s[d]=1, dst s       dst = src repeated along d
 Max{d}, Sum{d}  s              src s, dst s with s[d]=1       dst = reduce(src) along d
@@ -40,7 +41,8 @@ SoftmaxDenomMax s              src s, max m, denom m          the online merge o
                                                               sum e^(src-m'), max = m'
 ==============  =============  =============================  =========================
 
-(``m`` is ``s`` with extent 1 at ``d``.) AddBroadcast is a bias add (``d`` = rows: one
+(``m`` is ``s`` with extent 1 at ``d``; ``v`` extent 1 everywhere but ``d``: a conv's
+per-channel bias.) AddBroadcast is a bias add (``d`` = rows: one
 bias per column); it has no kernel of its own: tiled to extent 1 at ``d`` it *is* an Add
 (``morello.rewrites.decompose``). Softmax and SoftmaxGivenMax are *scan* kinds:
 their output depends on the whole extent of the scan dim ``d``, which no loop may tile;
