@@ -220,6 +220,8 @@ def _reaches(kind) -> list:
         n = len(kind.components)
         out += [compose.sub_chain(kind, lo, hi)[0] for lo in range(n)
                 for hi in range(lo + 1, n + 1) if hi - lo < n]
+        if kind.lowered:  # lowered with its first step (``rewrites.conv._plan_chain``)
+            out += list(conv.LOWERED_TO)
         return out
     info = KINDS[kind]
     out += [k for k, i in KINDS.items() if i.family == info.family]

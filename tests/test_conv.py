@@ -269,3 +269,42 @@ def test_the_cli_refuses_bad_blocks_in_one_line(argv, msg, tmp_path):
 
     code, out, err = run_cli(["synth", *argv, "--db", str(tmp_path / "db.sqlite"), "-q"])
     assert code == 2 and msg in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("case, steps", [
+    ((1, 3, 6, 7, 4, 3, 3, 1, 1), ("bias", "relu")),
+    ((2, 4, 7, 7, 6, 1, 1, 1, 0), ("add", "relu")),
+    ((1, 5, 9, 8, 16, 3, 3, 2, 1), ("bias",)),
+], ids=lambda c: "x".join(map(str, c)) if isinstance(c[0], int) else "-".join(c))
+@pytest.mark.parametrize("variant", ["rows", "merged", "wide", "nchw"])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.isa("avx2", "fma")
+def test_every_lowering_of_a_block_matches_numpy(case, steps, variant, layout):
+    """A block lowered whole (the steps read the conv's buffer where the conv alone
+    copies it out), each lowering forced at the root, is right where it applies, and
+    applies where the conv's own lowering does."""
+    n, c, h, w, f, kh, kw, stride, pad = case
+    spec = morello.conv_block(n, c, h, w, f, kh, kw, steps=steps, stride=stride, pad=pad,
+                              layout=layout)
+    conv = morello.conv2d(n, c, h, w, f, kh, kw, stride=stride, pad=pad, layout=layout)
+    lower = ConvLower(variant)
+    assert (lower.expand(spec, AVX2) is None) == (lower.expand(conv, AVX2) is None)
+    if lower.expand(spec, AVX2) is None:
+        return
+    prog = morello.schedule(spec, [lower])
+    from morello import compose
+
+    ch = spec.kind
+    assert prog.impl.children[-1].spec.kind == compose.sub_chain(ch, 0, len(steps))[0]
+    ok, err = prog.verify()
+    assert ok, err
+
+
+def test_a_channels_last_block_is_lowered_whole():
+    """The search prefers the lowering of the whole block (no copy of the conv's output
+    before its bias and relu) for a channels-last 3x3 block."""
+    from morello.rewrites import actions
+
+    spec = morello.conv_block(1, 16, 20, 20, 32, 3, 3, pad=1, layout="nhwc")
+    sol, _ = Engine(AVX2).solve(spec)
+    assert isinstance(actions(spec, AVX2)[sol.action], ConvLower)

@@ -58,6 +58,8 @@ def group_makers(spec: Spec, target: Target) -> list:
     makers.append(functools.partial(split_actions, spec, target))
     makers.append(functools.partial(decompose_actions, spec, target))
     makers.append(functools.partial(bufferize_actions, spec, target))
+    if getattr(kind, "lowered", False):  # a chain whose first step is a conv
+        makers.append(functools.partial(conv_actions, spec, target))
     return makers
 
 

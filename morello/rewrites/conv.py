@@ -32,15 +32,16 @@ arrays, and a padded one copies only the border in.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from morello import compose
 from morello.cost import loop_iterations
 from morello.kinds import PrimKind
 from morello.layouts import Layout, PhysDim
 from morello.memory import NLEVELS, Level, Target
-from morello.nodes import Nest, NestCoord, NestStep, View
+from morello.nodes import NEW, Nest, NestCoord, NestStep, View
 from morello.rewrites.base import Expansion
-from morello.specs import Spec
+from morello.specs import Spec, operand_shapes
 from morello.tensorspec import TensorSpec, fresh
 
 __all__ = ["HWIO", "NHWC", "ConvLower", "conv_actions", "identity"]
@@ -89,10 +90,17 @@ class ConvLower:
         return self.variant == "merged"
 
     def plan(self, spec: Spec, target: Target) -> _Plan | None:
+        if isinstance(spec.kind, compose.Chain):
+            return _plan_chain(self, spec, target)
+        return self._plan(spec, target, False)
+
+    def _plan(self, spec: Spec, target: Target, own_out: bool) -> _Plan | None:
+        """``own_out``: the output is always written through a buffer of the lowering's
+        own, whose last child copies it out (``_plan_chain`` replaces that copy)."""
         if spec.kind not in _KINDS or any(o.level is not Level.GL for o in spec.operands):
             return None
         if self.variant == "nchw":
-            return _plan_nchw(spec)
+            return _plan_nchw(spec, own_out)
         stride, pad = spec.params[:2]
         b, f, c, oh, ow, fh, fw = spec.shape
         if self.merged and not (fh == fw == 1 and stride == 1 and pad == 0):
@@ -136,7 +144,7 @@ class ConvLower:
         ysrc = 2
         y = out
         yw = wp if wide else ow  # the output buffer's row: with the discarded columns
-        if _as(out, NHWC) != out or yw != ow:
+        if own_out or _as(out, NHWC) != out or yw != ow:
             y = fresh((b, f, oh, yw), out.dtype, Level.GL, NHWC)
             allocs.append(y)
             ysrc = -len(allocs)
@@ -211,7 +219,46 @@ def _matrix(shape: tuple[int, int], t: TensorSpec, contig: int) -> TensorSpec:
         PhysDim(d) for d in range(3))), contig).canonical()
 
 
-def _plan_nchw(spec: Spec) -> _Plan | None:
+def _plan_chain(lower: ConvLower, spec: Spec, target: Target) -> _Plan | None:
+    """A chain whose first step (its innermost component) is a conv: the conv lowered as
+    alone, its output kept in the lowering's buffer, and the chain's other steps reading
+    that buffer where the conv alone would copy it out (one pass over the output fewer
+    than a conv and then its steps)."""
+    ch = spec.kind
+    assert isinstance(ch, compose.Chain)
+    last = len(ch.components) - 1
+    if ch.components[last].kind not in _KINDS \
+            or any(o.level is not Level.GL for o in spec.operands):
+        return None
+    kind, params, dims = compose.sub_chain(ch, last, last + 1)
+    at, n, out = ch.offsets()[last], len(spec.operands), spec.operands[-1]
+    shape = tuple(spec.shape[d] for d in dims)
+    oshape = operand_shapes(kind, shape, params)[-1]
+    layout = out.layout if oshape == out.shape else NCHW
+    conv = Spec(kind, shape, (spec.operands[at], spec.operands[at + 1],
+                              fresh(oshape, out.dtype, Level.GL, layout)),
+                spec.serial_only, spec.limits, params)
+    p = lower._plan(conv, target, True)
+    if p is None:
+        return None
+    roles = {0: at, 1: at + 1, 2: n - 1}  # the conv's operands among the chain's
+
+    def moved(v: View) -> View:
+        return v if v.source < 0 else replace(v, source=roles[v.source])
+    steps = [replace(st, operands=tuple(moved(v) for v in st.operands)) for st in p.steps]
+    children = list(p.children)
+    copy, view = children[-1], p.steps[-1].operands[0]
+    assert copy.kind is PrimKind.MOVE and view.source < 0  # the buffer, copied out
+    okind, oparams, odims = compose.sub_chain(ch, 0, last)
+    _, outer = compose.split_steps(ch, last - 1, NEW)
+    children[-1] = Spec(okind, tuple(spec.shape[d] for d in odims),
+                        tuple(copy.operands[0] if a == NEW else spec.operands[a] for a in outer),
+                        spec.serial_only, spec.limits, oparams)
+    steps[-1] = NestStep((), tuple(view if a == NEW else View(a) for a in outer))
+    return _Plan(p.allocs, tuple(children), p.coefs, p.const, tuple(steps))
+
+
+def _plan_nchw(spec: Spec, own_out: bool = False) -> _Plan | None:
     stride, pad = spec.params[:2]
     b, f, c, oh, ow, fh, fw = spec.shape
     image, filters, out = spec.operands
@@ -246,7 +293,7 @@ def _plan_nchw(spec: Spec) -> _Plan | None:
         wsrc = -len(allocs)
         child(PrimKind.MOVE, (filters, allocs[-1]), (View(1), View(wsrc)))
     ysrc, y = 2, out
-    if _as(out, NCHW) != out or wp != ow:
+    if own_out or _as(out, NCHW) != out or wp != ow:
         y = fresh((b, f, oh, wp), out.dtype, Level.GL, NCHW)
         allocs.append(y)
         ysrc = -len(allocs)
@@ -272,7 +319,10 @@ def _plan_nchw(spec: Spec) -> _Plan | None:
 
 
 def conv_actions(spec: Spec, target: Target) -> list[ConvLower]:
-    if spec.kind not in _KINDS:
+    """A conv's lowerings; a chain's too when its first step is a conv."""
+    kind = spec.kind
+    if kind not in _KINDS and not (isinstance(kind, compose.Chain)
+                                   and kind.components[-1].kind in _KINDS):
         return []
     return [ConvLower(v) for v in VARIANTS]
 
