@@ -344,9 +344,9 @@ def _chain_spec(args):
         flag, eq, val = w.partition("=")
         if flag in ("--dim", "--batch", "--value", "--stride", "--pad", "--layout"):
             val = val if eq else next(words, "")
-            parse = {"--value": limits.parse_float, "--layout": str}.get(flag, limits.parse_int)
             try:
-                setattr(sub, flag[2:], parse(val))
+                setattr(sub, flag[2:], val if flag == "--layout" else
+                        limits.parse_float(val) if flag == "--value" else limits.parse_int(val))
             except ValueError as e:
                 raise MorelloError(f"{flag} in the chain: {e}") from None
         else:

@@ -402,10 +402,8 @@ def conv_block(n: int, c: int, h: int, w: int, f: int, kh: int, kw: int, *,
         raise SpecError(f"conv_block's steps are some of {', '.join(BLOCK_STEPS)}, got "
                         f"{_short_repr(steps)}")
     shape = conv.output.shape
-    kw_ = dict(dtype=dtype, serial=serial, target=target)
-    make = {"bias": lambda: channel_bias(*shape, **kw_), "add": lambda: add(*shape, **kw_),
-            "relu": lambda: relu(*shape, **kw_)}
-    after = [make[s]() for s in steps]
+    make = {"bias": channel_bias, "add": add, "relu": relu}
+    after = [make[s](*shape, dtype=dtype, serial=serial, target=target) for s in steps]
     if layout == "nhwc":
         after = [channels_last(s) for s in after]
     return chain(conv, *after)
