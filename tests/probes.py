@@ -263,7 +263,7 @@ def random_user_spec(rng: np.random.Generator):
         shape = [size() for _ in range(rank)]
         if int(np.prod(shape)) > SWEEP_MAX_POINTS:
             continue
-        if op in ("max", "sum", "broadcast", "bias"):  # bias: any dim, so rank 1 too
+        if op in ("max", "sum", "broadcast", "bias", "channel-bias"):  # any dim: rank 1 too
             kw["dim"] = int(rng.integers(rank))
         if op == "fill":
             kw["value"] = float(rng.choice([0.0, -np.inf])) if kw["dtype"].is_float else 0.0

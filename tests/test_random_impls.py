@@ -112,7 +112,7 @@ def _user_spec_st(draw):
     rank = draw(st.integers(1, 3))
     shape = tuple(draw(st.integers(1, 20)) for _ in range(rank))
     kw = {}
-    if op in ("max", "sum", "broadcast", "bias"):
+    if op in ("max", "sum", "broadcast", "bias", "channel-bias"):
         kw["dim"] = draw(st.integers(0, rank - 1))
     if op == "fill":
         kw["value"] = draw(st.sampled_from([0.0, -np.inf]))
