@@ -238,7 +238,7 @@ def random_user_spec(rng: np.random.Generator):
     op = str(rng.choice(sorted(OPERATIONS)))
     make = OPERATIONS[op][1]
     if op == "conv":
-        return random_conv(rng, serial=rng.random() >= 0.2)
+        return random_conv(rng, serial=rng.random() >= 0.2, block=rng.random() < 0.3)
     parallel = rng.random() < 0.2
     kw: dict = {"serial": not parallel}
     if op == "matmul":  # every mix of dtypes a matmul takes, f32 most often
@@ -270,10 +270,14 @@ def random_user_spec(rng: np.random.Generator):
         return make(*shape, **kw), 2 if parallel else 1
 
 
-def random_conv(rng: np.random.Generator, serial: bool = True):
+BLOCKS = (("bias",), ("relu",), ("bias", "relu"), ("add", "relu"), ("add",))
+
+
+def random_conv(rng: np.random.Generator, serial: bool = True, block: bool = False):
     """(Spec, threads): a conv of small odd sizes, any kernel, stride and padding that
-    leave an output, either layout."""
-    from morello.api import conv2d
+    leave an output, either layout; with ``block``, a chain of it and later steps
+    (``morello.conv_block``)."""
+    from morello.api import conv2d, conv_block
     from morello.errors import SpecError
 
     while True:
@@ -283,9 +287,15 @@ def random_conv(rng: np.random.Generator, serial: bool = True):
         kh, kw = (int(rng.choice([1, 1, 3, 3, rng.integers(1, 8)])) for _ in range(2))
         stride = int(rng.choice([1, 1, 2, rng.integers(1, 4)]))
         pad = int(rng.integers(0, max(kh, kw)))
+        layout = str(rng.choice(["nchw", "nhwc"]))
         try:
-            spec = conv2d(n, c, h, w, f, kh, kw, stride=stride, pad=pad, serial=serial,
-                          layout=str(rng.choice(["nchw", "nhwc"])))
+            if block:
+                steps = BLOCKS[int(rng.integers(len(BLOCKS)))]
+                spec = conv_block(n, c, h, w, f, kh, kw, steps=steps, stride=stride, pad=pad,
+                                  serial=serial, layout=layout)
+            else:
+                spec = conv2d(n, c, h, w, f, kh, kw, stride=stride, pad=pad, serial=serial,
+                              layout=layout)
         except SpecError:
             continue
         return spec, 1 if serial else 2

@@ -156,3 +156,25 @@ def test_random_impls_of_convs_match_numpy(seed):
     prog = Program(spec, AVX2, impl, SearchStats(), 0.0)
     ok, err = prog.verify(seed=seed)
     assert ok, err
+
+
+@pytest.mark.isa("avx2")
+@settings(max_examples=6, deadline=None)
+@given(st.integers(0, 10**6))
+def test_random_impls_of_conv_blocks_match_numpy(seed):
+    """Random programs of random CNN blocks (a conv and the steps after it): every one
+    matches numpy."""
+    from probes import random_conv
+
+    from morello.api import Program
+    from morello.search import SearchStats
+
+    spec, _ = random_conv(np.random.default_rng(seed), block=True)
+    note(str(spec))
+    eng = Engine(AVX2)
+    eng.solve(spec)
+    impl = random_impl(spec, eng, random.Random(seed))
+    note(impl.pformat())
+    prog = Program(spec, AVX2, impl, SearchStats(), 0.0)
+    ok, err = prog.verify(seed=seed)
+    assert ok, err
