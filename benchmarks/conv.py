@@ -19,14 +19,22 @@ NCHW 1x1 convs as MKL matmuls, measured at 130 % of the AVX2 peak without it);
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from timers import c_timer, fma_peak, optional_torch, py_timer
+from timers import (
+    c_timer,
+    channels_last,
+    fma_peak,
+    hold_torch_to_avx2,
+    interleaved_rounds,
+    optional_torch,
+    py_timer,
+    weights_hwio,
+)
 
 import morello
 from morello.kinds import conv2d_numpy
@@ -69,9 +77,8 @@ def main() -> None:
     args = ap.parse_args()
     targets = args.targets or [t for t in ("avx2", "avx512") if host_lacks(TARGETS[t]) is None]
     torch_isa = args.torch_isa or ("avx2" if targets == ["avx2"] else "native")
-    if torch_isa == "avx2":  # read by oneDNN when it first dispatches, so set before torch
-        os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX2"
-        os.environ["MKL_ENABLE_INSTRUCTIONS"] = "AVX2"
+    if torch_isa == "avx2":
+        hold_torch_to_avx2()
     # One core's FMA peak in each timed target's vectors; peers against torch's widest.
     peak_of = {t: fma_peak(TARGETS[t]) for t in {*targets, "avx2"}}
     peer_isa = "avx2" if torch_isa == "avx2" else max(
@@ -100,8 +107,7 @@ def main() -> None:
                     assert ok, f"{name} {tgt} {lay} does not match numpy ({err})"
                     ins = [x, wt]
                     if lay == "nhwc":
-                        ins = [np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2),
-                               np.ascontiguousarray(wt.transpose(2, 3, 1, 0)).transpose(3, 2, 0, 1)]
+                        ins = [channels_last(x), weights_hwio(wt)]
                     out = fn(*ins)
                     np.testing.assert_allclose(out, want, rtol=1e-3, atol=1e-3)
                     timers[f"morello {tgt} {lay}"] = c_timer(fn, ins, out)
@@ -121,15 +127,7 @@ def main() -> None:
                     lambda cx=cx, cw=cw, s=stride, p=pad: conv(cx, cw, stride=s, padding=p))
             flops = 2 * n * f * c * kh * kw * want.shape[2] * want.shape[3]
             rows.append((name, flops, timers, searches))
-        times = [{k: [] for k in r[2]} for r in rows]
-        peaks: dict[str, list[float]] = {t: [] for t in peak_of}
-        for _ in range(args.rounds):
-            for t, measure in peak_of.items():
-                peaks[t].append(measure())
-            for i, r in enumerate(rows):
-                for k, timer in r[2].items():
-                    times[i][k].append(timer())
-    peak = {t: statistics.median(v) for t, v in peaks.items()}
+        times, peak = interleaved_rounds([r[2] for r in rows], peak_of, args.rounds)
     print("this run: FMA peak of one core " + ", ".join(
         f"{t} {v:.1f} GFLOP/s" for t, v in sorted(peak.items())) + f", {args.rounds} rounds"
           + (f"; torch's ISA (oneDNN, MKL): {torch_isa}" if torch else "; torch not importable")

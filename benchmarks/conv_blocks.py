@@ -17,7 +17,6 @@ to AVX2 as in ``benchmarks/conv.py`` when only AVX2 programs are timed.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
 import time
@@ -25,7 +24,16 @@ from pathlib import Path
 
 import numpy as np
 from conv import LAYERS as CONV_LAYERS
-from timers import c_timer, fma_peak, optional_torch, py_timer
+from timers import (
+    c_timer,
+    channels_last,
+    fma_peak,
+    hold_torch_to_avx2,
+    interleaved_rounds,
+    optional_torch,
+    py_timer,
+    weights_hwio,
+)
 
 import morello
 from morello.kinds import conv2d_numpy
@@ -33,24 +41,6 @@ from morello.memory import TARGETS, host_lacks
 
 # The issue's example (16 -> 32 at 20², pad 1) beside conv.py's layers.
 LAYERS = {"issue": (1, 16, 20, 20, 32, 3, 3, 1, 1), **CONV_LAYERS}
-
-
-def block_spec(layer, block: str, layout: str, target: str):
-    n, c, h, w, f, kh, kw, stride, pad = layer
-    conv = morello.conv2d(n, c, h, w, f, kh, kw, stride=stride, pad=pad, layout=layout,
-                          target=target)
-    shape = conv.output.shape
-    mid = morello.channel_bias(*shape, target=target) if block == "bias" \
-        else morello.add(*shape, target=target)
-    steps = [conv, mid, morello.relu(*shape, target=target)]
-    if layout == "nhwc":
-        steps[1:] = [morello.channels_last(s) for s in steps[1:]]
-    return morello.chain(*steps)
-
-
-def nhwc_view(a: np.ndarray) -> np.ndarray:
-    """``a`` (N×C×H×W) stored channels-last, seen as N×C×H×W."""
-    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
 
 
 def main() -> None:
@@ -68,9 +58,8 @@ def main() -> None:
     args = ap.parse_args()
     targets = args.targets or [t for t in ("avx2", "avx512") if host_lacks(TARGETS[t]) is None]
     torch_isa = args.torch_isa or ("avx2" if targets == ["avx2"] else "native")
-    if torch_isa == "avx2":  # read when torch first dispatches, so set before importing it
-        os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX2"
-        os.environ["MKL_ENABLE_INSTRUCTIONS"] = "AVX2"
+    if torch_isa == "avx2":
+        hold_torch_to_avx2()
     peak_of = {t: fma_peak(TARGETS[t]) for t in {*targets, "avx2"}}
     torch = optional_torch()
     rows = []
@@ -90,7 +79,9 @@ def main() -> None:
                 for tgt in targets:
                     for lay in args.layout:
                         t0 = time.perf_counter()
-                        spec = block_spec(LAYERS[name], block, lay, tgt)
+                        spec = morello.conv_block(n, c, h, w, f, kh, kw, steps=(block, "relu"),
+                                                  stride=stride, pad=pad, layout=lay,
+                                                  target=tgt)
                         prog = morello.synthesize(spec, target=tgt, db=db)
                         searches[f"{tgt} {lay}"] = time.perf_counter() - t0
                         fn = prog.compile()
@@ -98,9 +89,8 @@ def main() -> None:
                         assert ok, f"{name} {block} {tgt} {lay} does not match numpy ({err})"
                         ins = [other, x, wt]
                         if lay == "nhwc":
-                            ins = [nhwc_view(other) if block == "add" else other, nhwc_view(x),
-                                   np.ascontiguousarray(wt.transpose(2, 3, 1, 0))
-                                   .transpose(3, 2, 0, 1)]
+                            ins = [channels_last(other) if block == "add" else other,
+                                   channels_last(x), weights_hwio(wt)]
                         out = fn(*ins)
                         np.testing.assert_allclose(out, want, rtol=1e-3, atol=1e-3)
                         timers[f"morello {tgt} {lay}"] = c_timer(fn, ins, out)
@@ -126,15 +116,7 @@ def main() -> None:
                             timers[f"torch {fmt} conv(bias)+relu_"] = py_timer(two)
                 flops = 2 * n * f * c * kh * kw * y.shape[2] * y.shape[3]
                 rows.append((f"{name} +{block}", flops, timers, searches))
-        times = [{k: [] for k in r[2]} for r in rows]
-        peaks: dict[str, list[float]] = {t: [] for t in peak_of}
-        for _ in range(args.rounds):
-            for t, measure in peak_of.items():
-                peaks[t].append(measure())
-            for i, r in enumerate(rows):
-                for k, timer in r[2].items():
-                    times[i][k].append(timer())
-    peak = {t: statistics.median(v) for t, v in peaks.items()}
+        times, peak = interleaved_rounds([r[2] for r in rows], peak_of, args.rounds)
     print("this run: FMA peak of one core " + ", ".join(
         f"{t} {v:.1f} GFLOP/s" for t, v in sorted(peak.items())) + f", {args.rounds} rounds"
           + (f"; torch's ISA: {torch_isa}" if torch else "; torch not importable") + "\n")

@@ -34,6 +34,46 @@ def c_timer(fn, ins, out):
     return lambda: min(fn.time(*ins, iters=iters, out=out) for _ in range(3))
 
 
+def hold_torch_to_avx2() -> None:
+    """Keep torch's oneDNN and MKL to AVX2 (read when torch first dispatches, so call it
+    before importing torch): both sides then use the same vector width."""
+    import os
+
+    os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX2"
+    os.environ["MKL_ENABLE_INSTRUCTIONS"] = "AVX2"
+
+
+def interleaved_rounds(timers: list[dict], peaks: dict, rounds: int):
+    """Call every timer of ``timers`` (a dict of timers per row) and every peak measure
+    once per round, ``rounds`` times: (per row, per timer, its times), (per peak, its
+    median)."""
+    import statistics
+
+    times = [{k: [] for k in row} for row in timers]
+    seen: dict = {t: [] for t in peaks}
+    for _ in range(rounds):
+        for t, measure in peaks.items():
+            seen[t].append(measure())
+        for i, row in enumerate(timers):
+            for k, timer in row.items():
+                times[i][k].append(timer())
+    return times, {t: statistics.median(v) for t, v in seen.items()}
+
+
+def channels_last(a):
+    """An N×C×H×W array stored channels-last (torch's ``channels_last``), seen as N×C×H×W."""
+    import numpy as np
+
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
+def weights_hwio(w):
+    """F×C×KH×KW weights stored KH×KW×C×F (HWIO), seen as F×C×KH×KW."""
+    import numpy as np
+
+    return np.ascontiguousarray(w.transpose(2, 3, 1, 0)).transpose(3, 2, 0, 1)
+
+
 def optional_torch():
     """torch on one thread, or None when it is not importable (an optional comparison)."""
     try:
