@@ -137,39 +137,18 @@ def test_random_impls_of_every_kind_match_numpy(spec, seed):
 
 
 @pytest.mark.isa("avx2")
-@settings(max_examples=8, deadline=None)
-@given(st.integers(0, 10**6))
-def test_random_impls_of_convs_match_numpy(seed):
-    """Random lowerings of random convs (odd sizes, kernels, strides, pads, both layouts),
-    and random programs below them: every one matches numpy."""
+@settings(max_examples=14, deadline=None)
+@given(st.integers(0, 10**6), st.booleans())
+def test_random_impls_of_convs_and_blocks_match_numpy(seed, block):
+    """Random lowerings of random convs (odd sizes, kernels, strides, pads, both layouts)
+    or CNN blocks (a conv and the steps after it), and random programs below them: every
+    one matches numpy."""
     from probes import random_conv
 
     from morello.api import Program
     from morello.search import SearchStats
 
-    spec, _ = random_conv(np.random.default_rng(seed))
-    note(str(spec))
-    eng = Engine(AVX2)
-    eng.solve(spec)
-    impl = random_impl(spec, eng, random.Random(seed))
-    note(impl.pformat())
-    prog = Program(spec, AVX2, impl, SearchStats(), 0.0)
-    ok, err = prog.verify(seed=seed)
-    assert ok, err
-
-
-@pytest.mark.isa("avx2")
-@settings(max_examples=6, deadline=None)
-@given(st.integers(0, 10**6))
-def test_random_impls_of_conv_blocks_match_numpy(seed):
-    """Random programs of random CNN blocks (a conv and the steps after it): every one
-    matches numpy."""
-    from probes import random_conv
-
-    from morello.api import Program
-    from morello.search import SearchStats
-
-    spec, _ = random_conv(np.random.default_rng(seed), block=True)
+    spec, _ = random_conv(np.random.default_rng(seed), block=block)
     note(str(spec))
     eng = Engine(AVX2)
     eng.solve(spec)

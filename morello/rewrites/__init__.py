@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 
+from morello.compose import Chain
 from morello.memory import Target
 from morello.rewrites.accum import ToAccum
 from morello.rewrites.base import Expansion, RewriteError
@@ -58,7 +59,7 @@ def group_makers(spec: Spec, target: Target) -> list:
     makers.append(functools.partial(split_actions, spec, target))
     makers.append(functools.partial(decompose_actions, spec, target))
     makers.append(functools.partial(bufferize_actions, spec, target))
-    if getattr(kind, "lowered", False):  # a chain whose first step is a conv
+    if isinstance(kind, Chain) and kind.lowered:  # its first step a conv: lowered whole
         makers.append(functools.partial(conv_actions, spec, target))
     return makers
 
