@@ -2,6 +2,8 @@
 from collections.abc import Callable, Sequence
 from typing import final
 
+MAX_POINT: int
+
 @final
 class SpecGraph:
     @property

@@ -37,6 +37,9 @@ from morello._vec cimport (
 cdef extern from *:
     int __builtin_clzll(unsigned long long x) noexcept nogil
 
+# The most coordinates of a point the core takes (a Spec's own and its memory limits).
+MAX_POINT = HARD_MAX_POINT
+
 
 @cython.final
 cdef class SpecGraph:

@@ -382,7 +382,7 @@ def _chain_spec(args):
             make = {"relu": morello.relu, "add": morello.add, "mul": morello.mul}[name]
             steps.append(make(*shape, **kw))
         if conv and sub.layout == "nhwc":
-            steps[-1] = morello.constructors.channels_last(steps[-1])
+            steps[-1] = morello.channels_last(steps[-1])
     return morello.chain(*steps)
 
 

@@ -32,13 +32,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from morello.errors import SpecError
-from morello.kinds import BY_TITLE, KINDS, KindInfo, PrimKind, operand_shapes
+from morello.kinds import BY_TITLE, CONV_DIMS, KINDS, KindInfo, PrimKind, operand_shapes
 
 # The most Spec dims and operands of a chain: its records and points must fit the core
-# (morello._graph: 1 + rank + 4 * operands + 1 + levels <= 32 coordinates, ``fits_core``).
+# (1 + rank + 4 * operands + 1 + levels <= morello._graph.MAX_POINT, ``fits_core``).
 MAX_CHAIN_RANK = 7
 MAX_CHAIN_OPERANDS = 5
-_MAX_POINT = 32
 MAX_COMPONENTS = 4
 FAMILY_PREFIX = "Compose:"
 
@@ -61,6 +60,7 @@ def _param_text(v) -> str:
 def fits_core(rank: int, n_operands: int) -> str | None:
     """Why a chain of ``rank`` dims and ``n_operands`` operands is too large for the
     core's coordinates, or None."""
+    from morello._graph import MAX_POINT
     from morello.memory import NLEVELS
 
     if rank > MAX_CHAIN_RANK:
@@ -68,9 +68,9 @@ def fits_core(rank: int, n_operands: int) -> str | None:
     if n_operands > MAX_CHAIN_OPERANDS:
         return (f"a chain has at most {MAX_CHAIN_OPERANDS} operands, this one "
                 f"{n_operands}")
-    if 1 + rank + 4 * n_operands + 1 + NLEVELS > _MAX_POINT:
+    if 1 + rank + 4 * n_operands + 1 + NLEVELS > MAX_POINT:
         return (f"a chain of {rank} dims has at most "
-                f"{(_MAX_POINT - 2 - rank - NLEVELS) // 4} operands, this one {n_operands}")
+                f"{(MAX_POINT - 2 - rank - NLEVELS) // 4} operands, this one {n_operands}")
     return None
 
 
@@ -147,7 +147,7 @@ class Chain:
         out = {c.dims[c.params[0]] for c in self.components if KINDS[c.kind].scan}
         for c in self.components:
             if KINDS[c.kind].lowered:
-                out |= {c.dims[1], c.dims[3], c.dims[4]}
+                out |= {c.dims[CONV_DIMS.index(d)] for d in ("f", "oh", "ow")}
         return tuple(sorted(out))
 
     @property
