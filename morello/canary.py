@@ -1,13 +1,17 @@
 """The model's canary: a fixed corpus of Specs whose optimal programs stand for the model.
 
-The database identity names the model's decisions by a declared version
-(``morello.identity.MODEL_VERSION``) instead of hashing source, so that comments and
-refactors never orphan a database. The canary is what keeps that honest: it synthesizes
-every Spec of ``corpus()`` on every target with the built-in constants and records each
-program's trace and the cost of every node. ``tests/golden/canary.json`` holds those
-records and, for every model version, their digest; a change of any cost or decision
-under an unchanged version fails ``tests/test_canary.py``. Regenerate with
-``python tools/canary.py --update`` after bumping the version.
+The database identity names the model's decisions by declared versions
+(``morello.identity.MODEL_VERSION`` and the per-family ``REVISIONS``) instead of hashing
+source, so that comments and refactors never orphan a database. The canary is what keeps
+that honest: it synthesizes every Spec of ``corpus()`` on every target with the built-in
+constants and records each program's trace, the cost of every node and the context its
+family's results are stored under (``identity.family_fingerprint``).
+``tests/golden/canary.json`` holds those records and, for every context a record was made
+under, its digest. A program that changes under an unchanged context fails
+``tests/test_canary.py`` (``check``): bump the revision of the family that decides it (or
+``MODEL_VERSION`` for the shared core), then ``python tools/canary.py --update``. A change
+the context already names (a new kind, kernel row or lowering in the family's closure)
+needs the update only.
 """
 from __future__ import annotations
 
@@ -84,8 +88,75 @@ def record(target: str, progress: Callable[[str], None] | None = None) -> dict[s
                                   calibration="builtin")
         nodes = list(prog.impl.walk())
         out[name] = {"spec": prog.spec.logical_str(), "trace": prog.impl.trace(),
-                     "costs": [n.cost.main for n in nodes]}
+                     "costs": [n.cost.main for n in nodes], "context": context(prog.spec, target)}
     return out
+
+
+def context(spec, target: str) -> str:
+    """The context (``family@fingerprint``) the results of ``spec``'s family are stored
+    under on ``target``."""
+    from morello.coords import spec_key
+    from morello.identity import family_fingerprint
+    from morello.memory import TARGETS
+
+    family = spec_key(spec)[0]
+    return f"{family}@{family_fingerprint(TARGETS[target], family)}"
+
+
+def check(golden: dict, got: dict) -> list[str]:
+    """What ``got`` (``{target: record(target)}``) breaks of the golden document: a line
+    per corpus Spec whose program or costs changed under the context the golden file has
+    for it (a decision the identity does not name: a bump is due), or whose record is
+    stale (its context moved, or it is new: an update is due). Only the Specs ``got``
+    has are compared."""
+    lines = []
+    for target, recs in sorted(got.items()):
+        want = golden.get("records", {}).get(target, {})
+        for name in sorted(recs):
+            g, w = recs.get(name), want.get(name)
+            if g == w:
+                continue
+            if g is not None and w is not None and g["context"] == w["context"]:
+                lines.append(f"{target} {name}: {_change(w, g)} under the unchanged context "
+                             f"{g['context']}: bump the revision of its family "
+                             "(morello.identity.REVISIONS) or MODEL_VERSION, then run "
+                             "`python tools/canary.py --update`")
+            else:
+                lines.append(f"{target} {name}: its record is stale (context "
+                             f"{(w or {}).get('context', 'none')} -> "
+                             f"{(g or {}).get('context', 'none')}): run "
+                             "`python tools/canary.py --update`")
+    return lines
+
+
+def refusals(golden: dict, got: dict) -> list[str]:
+    """The records of ``got`` that an update would file under a context the golden file
+    already knows with another program: a changed decision needs a new context."""
+    lines = []
+    for target, recs in sorted(got.items()):
+        known = golden.get("known", {}).get(target, {})
+        for name, rec in sorted(recs.items()):
+            was = known.get(name, {}).get(rec["context"])
+            if was is not None and was != digest(rec):
+                lines.append(f"{target} {name}: context {rec['context']} already stands "
+                             "for another program")
+    return lines
+
+
+def updated(golden: dict, got: dict) -> dict:
+    """The golden document with ``got``'s records, each digest filed under its context."""
+    known: dict[str, dict[str, dict[str, str]]] = {
+        t: {n: dict(c) for n, c in v.items()} for t, v in golden.get("known", {}).items()}
+    for target, recs in got.items():
+        for name, rec in recs.items():
+            known.setdefault(target, {}).setdefault(name, {})[rec["context"]] = digest(rec)
+    return {"format": FORMAT, "records": {**golden.get("records", {}), **got},
+            "known": known}
+
+
+def _change(want: dict, got: dict) -> str:
+    what = "cost" if want.get("trace") == got.get("trace") else "program"
+    return f"{what} changed ({want.get('costs', ['-'])[0]} -> {got.get('costs', ['-'])[0]})"
 
 
 def digest(records: dict) -> str:

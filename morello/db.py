@@ -59,7 +59,8 @@ def migrate(path) -> dict:
     its results are valid today, into the family contexts: its tables by their key's
     family, its roots by their Spec's (a chain's root whose family its text leaves
     ambiguous is dropped: the tables still answer it). One transaction, no search; the
-    counts moved. Legacy contexts of another action table are left as they are."""
+    counts moved. Legacy contexts of another action table, and the tables of families
+    revised since (``identity.legacy_valid``), are left as they are."""
     w = _Walker(Path(path), readonly=False)
     try:
         return _migrate(w)
@@ -90,6 +91,8 @@ def _migrate_context(w: _FileStore, ctx: int, target_key: str, target: Target,
     for tid, text in w._q("SELECT id, key FROM tables WHERE ctx = ?", (ctx,)):
         try:
             family = _table_key(text)[0]
+            if not identity.legacy_valid(family):
+                continue  # revised since: left behind, never read
             new = family_ctx(family)
         except ValueError:
             continue  # a family this morello does not know: left behind, never read
@@ -99,7 +102,7 @@ def _migrate_context(w: _FileStore, ctx: int, target_key: str, target: Target,
     titles = _chain_titles(families)
     for spec, in w._q("SELECT spec FROM roots WHERE ctx = ?", (ctx,)):
         family = _root_family(spec, titles) if isinstance(spec, str) else None
-        if family is None:
+        if family is None or not identity.legacy_valid(family):
             moved["roots_dropped"] += 1
             continue
         w.conn.execute("UPDATE OR REPLACE roots SET ctx = ? WHERE ctx = ? AND spec = ?",

@@ -4,11 +4,14 @@ A stored result is an optimum under the action table (which action an index name
 under the model's decisions (each kernel's check and cost, the rewrites' rules, the cost
 formulas of the compiled core). The fingerprint hashes the first as data (the kind table,
 kernel names per kind, tile, pack and layout tables, the coordinate scheme) and names the
-second by a declared ``MODEL_VERSION``: comments, docstrings, formatting, renames and
-code moved between modules change neither, so they never orphan a database. That the
-version is bumped when a decision changes is the canary's job (``morello.canary``: a
-fixed corpus of Specs on every target whose costs and traces are kept, per version, in
-``tests/golden/canary.json``; ``tests/test_canary.py`` fails with "bump MODEL_VERSION").
+second by a declared ``MODEL_VERSION`` (the shared core) and per-family ``REVISIONS``
+(the decisions of one family's own kinds, kernels and rewrites): comments, docstrings,
+formatting, renames and code moved between modules change none of them, so they never
+orphan a database. That they are bumped when a decision changes is the canary's job
+(``morello.canary``: a fixed corpus of Specs on every target whose costs and traces are
+kept in ``tests/golden/canary.json`` with the fingerprint of each one's family;
+``tests/test_canary.py`` fails with "bump" when a program changes under an unchanged
+fingerprint).
 Cost constants are not here: they are part of ``Target.db_key``.
 """
 from __future__ import annotations
@@ -25,6 +28,12 @@ from morello.memory import DESTINATIONS, Target
 # Bump when a decision or cost could change: a kernel's check or cost formula, a rewrite's
 # rule, the cost model's formulas (Python or compiled). The canary test says when.
 MODEL_VERSION = 12
+
+# Bump a family's revision (keyed by ``KindInfo.family``) instead when the decision that
+# changed is made by that family's own kinds, kernels or rewrites: only the families
+# whose closure holds it change context (a conv lowering's rule moves conv and its
+# chains, not the shipped matmuls). A family absent here is at revision 0.
+REVISIONS: dict[str, int] = {}
 
 
 def context_actions(target: Target, family: str) -> str:
@@ -108,11 +117,27 @@ def legacy_fingerprint(target: Target) -> str:
         **_global_facts(target),
         "decompositions": decompose.identity(),
         "bufferize": bufferize.identity(),
-        "conv": conv.identity(),
+        "conv": conv.LEGACY_IDENTITY,
         "chains": [5, 5, compose.FAMILY_PREFIX],
     }
     text = json.dumps(ident, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def legacy_valid(family: str) -> bool:
+    """Whether results of ``family`` stored under a legacy context (``legacy_fingerprint``)
+    are optimal today: no family its closure holds has been revised since, nor has the
+    conv lowering's action table changed (``morello.db.migrate`` leaves the others)."""
+    from morello import compose
+    from morello.kinds import KINDS, PrimKind
+    from morello.rewrites import conv
+
+    members: list = [k for k, i in KINDS.items() if i.family == family]
+    members = members or [compose.parse_family(family)]
+    prims = {k for k in frozenset().union(*(closure(k) for k in members))
+             if isinstance(k, PrimKind)}
+    lowered = any(KINDS[k].lowered for k in prims)
+    return not _revisions(prims) and not (lowered and conv.identity() != conv.LEGACY_IDENTITY)
 
 
 def family_fingerprint(target: Target, family: str) -> str:
@@ -137,6 +162,7 @@ def family_fingerprint(target: Target, family: str) -> str:
     ident = {
         "family": family,
         **_global_facts(target),
+        **_revisions(prims),
         "kinds": [_kind_row(k, KINDS[k]) for k in prims],
         "kernels": [[k.name, [r.name for r in table.for_kind(k)]] for k in prims],
         "decompositions": decompose.identity()
@@ -147,6 +173,17 @@ def family_fingerprint(target: Target, family: str) -> str:
     }
     text = json.dumps(ident, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def _revisions(prims) -> dict:
+    """The nonzero ``REVISIONS`` of the families of ``prims`` (nothing when all are 0, so
+    that a revision leaves the fingerprints of the families that cannot reach it as
+    they were before revisions existed)."""
+    from morello.kinds import KINDS
+
+    revs = {f: REVISIONS[f] for f in sorted({KINDS[k].family for k in prims})
+            if REVISIONS.get(f)}
+    return {"revisions": revs} if revs else {}
 
 
 def _kind_row(kind, info) -> list:

@@ -75,6 +75,24 @@ def test_a_legacy_context_of_another_action_table_is_left_alone(tmp_path):
     assert "0badc0de" in _actions(path)  # kept, for the morello that wrote it
 
 
+def test_a_family_revised_since_is_not_migrated(tmp_path, monkeypatch):
+    """Legacy results of a family whose revision moved (and of the families reaching
+    it: attention holds matmuls) were made by its older decisions: left behind and
+    searched again; the softmax's still answer."""
+    path = tmp_path / "t.sqlite"
+    costs = [morello.synthesize(s, db=path).cost for s in SPECS]
+    close_sessions()
+    _as_legacy(path)
+    monkeypatch.setattr(identity, "REVISIONS", {**identity.REVISIONS, "Matmul": 99})
+    monkeypatch.setattr(identity, "_fingerprint_path", lambda target: None)
+    identity._remembered.cache_clear()
+    moved = dbmod.migrate(path)
+    assert moved["roots"] == 1 and moved["roots_dropped"] == 2
+    got = [morello.synthesize(s, db=path) for s in SPECS]
+    assert [g.stats.specs_solved > 0 for g in got] == [True, False, True]
+    assert [g.cost for g in got] == costs  # the revision here changed no decision
+
+
 def test_migrating_twice_moves_nothing_more(tmp_path):
     path = tmp_path / "t.sqlite"
     morello.synthesize(SPECS[2], db=path)

@@ -1,11 +1,12 @@
 """Check or regenerate the model's canary (``morello.canary``).
 
     python tools/canary.py            # compare this morello's programs with the golden file
-    python tools/canary.py --update   # after bumping morello.identity.MODEL_VERSION
+    python tools/canary.py --update   # after bumping a family's revision or MODEL_VERSION
 
-``--update`` refuses to record new programs under a model version that the golden file
-already has with other programs: a changed decision needs a new version (or databases
-would answer with the old ones).
+``--update`` refuses to record a new program under a context that the golden file
+already has with another program: a changed decision needs a new context (a bump of the
+deciding family's ``REVISIONS`` entry in ``morello/identity.py``, or of ``MODEL_VERSION``),
+or databases would answer with the old programs.
 """
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ import time
 from pathlib import Path
 
 from morello import canary, targets
-from morello.identity import MODEL_VERSION
 
 GOLDEN = Path(__file__).resolve().parent.parent / "tests" / "golden" / "canary.json"
 
@@ -28,30 +28,24 @@ def main() -> int:
     args = ap.parse_args()
     t0 = time.perf_counter()
     got = {t: canary.record(t, lambda m: print(m, file=sys.stderr)) for t in targets.all()}
-    dig = canary.digest(got)
     print(f"{sum(map(len, got.values()))} programs on {len(got)} targets in "
-          f"{time.perf_counter() - t0:.0f} s; digest {dig}", file=sys.stderr)
-    doc = canary.load_golden(GOLDEN) if GOLDEN.exists() else {
-        "format": canary.FORMAT, "digests": {}}
-    known = doc["digests"].get(str(MODEL_VERSION))
-    if known == dig:
-        print(f"model version {MODEL_VERSION}: the canary matches")
+          f"{time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    doc = canary.load_golden(GOLDEN) if GOLDEN.exists() else {"format": canary.FORMAT}
+    problems = canary.check(doc, got)
+    if not problems:
+        print("the canary matches")
         return 0
     if not args.update:
-        for line in canary.differences(doc.get("records", {}), got)[:40]:
-            print(line)
-        print(f"the canary differs from model version {MODEL_VERSION}'s")
+        print("\n".join(problems[:40]))
         return 1
-    if known is not None:
-        for line in canary.differences(doc.get("records", {}), got)[:40]:
-            print(line)
-        print(f"refused: model version {MODEL_VERSION} already stands for other programs; "
-              "bump MODEL_VERSION in morello/identity.py first", file=sys.stderr)
+    refused = canary.refusals(doc, got)
+    if refused:
+        print("\n".join(refused[:40]))
+        print("refused: bump the revision of the families that decide these "
+              "(morello.identity.REVISIONS) or MODEL_VERSION first", file=sys.stderr)
         return 2
-    doc["digests"][str(MODEL_VERSION)] = dig
-    doc.update(model_version=MODEL_VERSION, records=got)
-    GOLDEN.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {GOLDEN} for model version {MODEL_VERSION}")
+    GOLDEN.write_text(json.dumps(canary.updated(doc, got), indent=1, sort_keys=True) + "\n")
+    print(f"wrote {GOLDEN}: {len(problems)} records new or changed")
     return 0
 
 

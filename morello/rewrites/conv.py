@@ -330,3 +330,9 @@ def conv_actions(spec: Spec, target: Target) -> list[ConvLower]:
 def identity() -> list:
     """What conv action indices depend on (for the actions fingerprint)."""
     return [[k.name for k in _KINDS], list(VARIANTS), str(NHWC), str(HWIO), str(HWOI)]
+
+
+# ``identity()`` as it was when stores had one context per target
+# (``morello.identity.legacy_fingerprint``, frozen).
+LEGACY_IDENTITY = [["CONV", "CONV_ACCUM"], ["rows", "merged", "wide", "nchw"],
+                   "[0,2,3,1]", "[2,3,1,0]", "[2,3,0,1]"]
