@@ -14,7 +14,7 @@ import morello
 from morello.errors import SpecError
 from morello.kinds import conv2d_numpy
 from morello.memory import AVX2, AVX512
-from morello.rewrites.conv import ConvLower
+from morello.rewrites.conv import VARIANTS, ConvLower
 from morello.search import Engine
 
 
@@ -82,7 +82,7 @@ def test_every_emitted_conv_matches_numpy(case, layout, tmp_path):
     (1, 8, 6, 5, 17, 2, 3, 1, 1),   # filters beyond one vector, an even kernel
     (1, 5, 9, 8, 16, 5, 5, 1, 2),   # 5x5 pad 2: a border wider than one
 ], ids=lambda c: "x".join(map(str, c)))
-@pytest.mark.parametrize("variant", ["rows", "wide", "nchw"])
+@pytest.mark.parametrize("variant", ["rows", "wide", "nchw", "im2col", "im2col_nchw"])
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
 @pytest.mark.isa("avx2", "fma")
 def test_every_lowering_matches_numpy(case, variant, layout):
@@ -91,8 +91,9 @@ def test_every_lowering_matches_numpy(case, variant, layout):
     spec = morello.conv2d(n, c, h, w, f, kh, kw, stride=stride, pad=pad, layout=layout)
     lower = ConvLower(variant)
     if lower.expand(spec, AVX2) is None:
-        assert (variant, layout) == ("nchw", "nhwc") or (variant == "wide" and kh == kw == 1
-                                                          and not pad)
+        flat = kh == kw == 1 and not pad  # ``merged``'s case
+        assert (variant in ("nchw", "im2col_nchw") and layout == "nhwc") \
+            or (variant in ("wide", "im2col", "im2col_nchw") and flat)
         return
     prog = morello.schedule(spec, [lower])
     ok, err = prog.verify()
@@ -276,7 +277,7 @@ def test_the_cli_refuses_bad_blocks_in_one_line(argv, msg, tmp_path):
     ((2, 4, 7, 7, 6, 1, 1, 1, 0), ("add", "relu")),
     ((1, 5, 9, 8, 16, 3, 3, 2, 1), ("bias",)),
 ], ids=lambda c: "x".join(map(str, c)) if isinstance(c[0], int) else "-".join(c))
-@pytest.mark.parametrize("variant", ["rows", "merged", "wide", "nchw"])
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
 @pytest.mark.isa("avx2", "fma")
 def test_every_lowering_of_a_block_matches_numpy(case, steps, variant, layout):

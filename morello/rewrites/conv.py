@@ -29,6 +29,17 @@ for each tap ``(fh, fw)``, ``out[f, m] += W[fh, fw][f, c] @ xp[c, m + fh*WP + fw
 ``[1, F, C, OH*WP - FW + 1]`` whose right operand is the padded NCHW image read in place
 (rows ``HP*WP`` apart). No transposes: a 1x1 unpadded conv is ``W @ X`` on the caller's
 arrays, and a padded one copies only the border in.
+
+``im2col`` (stride 1): every window gathered into a row of one matrix
+``G[(b, oh, ow), (fh, fw, c)]`` (a copy of ``FW*C`` contiguous elements of the NHWC image per
+output pixel and filter row), then one matmul ``[1, B*OH*OW, FH*FW*C, F]`` with the HWIO
+filters in place: the reduction is the whole window, however few pixels there are (a 3x3
+512-channel conv at 7x7 is a 49x4608x512 matmul, where ``rows`` makes 7x1536x512 ones).
+
+``im2col_nchw`` (stride 1): the same with the channels outermost, as torch's tensors are:
+``G[b][(c, fh, fw), (oh, ow)]`` gathers each tap's shifted plane of each channel (rows of
+``OW`` contiguous elements), and ``out[b] = W[F, (c, fh, fw)] @ G[b]`` reads OIHW filters
+and writes the NCHW output in place: no transposes.
 """
 from __future__ import annotations
 
@@ -52,9 +63,9 @@ NHWC = Layout(tuple(PhysDim(d) for d in (0, 2, 3, 1)))
 HWIO = Layout(tuple(PhysDim(d) for d in (2, 3, 1, 0)))
 
 _KINDS = (PrimKind.CONV, PrimKind.CONV_ACCUM)
-VARIANTS = ("rows", "merged", "wide", "nchw")
+VARIANTS = ("rows", "merged", "wide", "nchw", "im2col", "im2col_nchw")
 # The kinds a lowering's children have (``morello.identity.closure``).
-LOWERED_TO = (PrimKind.MOVE, PrimKind.FILL, PrimKind.MATMUL_ACCUM)
+LOWERED_TO = (PrimKind.MOVE, PrimKind.FILL, PrimKind.MATMUL, PrimKind.MATMUL_ACCUM)
 NCHW = Layout(tuple(PhysDim(d) for d in range(4)))
 # The filters as [fh, fw, f, c]: each tap an [F, C] matrix.
 HWOI = Layout(tuple(PhysDim(d) for d in (2, 3, 0, 1)))
@@ -101,6 +112,8 @@ class ConvLower:
             return None
         if self.variant == "nchw":
             return _plan_nchw(spec, own_out)
+        if self.variant.startswith("im2col"):
+            return _plan_im2col(spec, own_out, self.variant == "im2col_nchw")
         stride, pad = spec.params[:2]
         b, f, c, oh, ow, fh, fw = spec.shape
         if self.merged and not (fh == fw == 1 and stride == 1 and pad == 0):
@@ -316,6 +329,107 @@ def _plan_nchw(spec: Spec, own_out: bool = False) -> _Plan | None:
         child(PrimKind.MOVE, (y.tile(out.shape), out), (View(ysrc), View(2)))
     coefs = tuple(b * fh * fw if s.kind is PrimKind.MATMUL_ACCUM else 1 for s in children)
     return _Plan(tuple(allocs), tuple(children), coefs, 0, tuple(steps))
+
+
+def _plan_im2col(spec: Spec, own_out: bool, nchw: bool) -> _Plan | None:
+    """The ``im2col`` lowerings (module docstring): a gathering loop of Moves into one
+    matrix, then one matmul per image (``nchw``) or for the batch."""
+    stride, pad = spec.params[:2]
+    b, f, c, oh, ow, fh, fw = spec.shape
+    image, filters, out = spec.operands
+    if fh == fw == 1 and stride == 1 and pad == 0:
+        return None  # the image is the matrix already: ``merged``
+    # Stride 1 only: the other lowerings' windows overlap more at a stride (rows of a few
+    # channels), where the model prices each row as a run of its own; ResNet's stem was
+    # priced 1.04x im2col and ran 1.65x faster (docs/model-notes.md).
+    if stride != 1 or (nchw and _as(image, NCHW) != image):
+        return None
+    serial, limits = spec.serial_only, spec.limits
+    accum = spec.kind is PrimKind.CONV_ACCUM
+    order = NCHW if nchw else NHWC
+    allocs: list[TensorSpec] = []
+    children: list[Spec] = []
+    steps: list[NestStep] = []
+    coefs: list[int] = []
+
+    def child(kind: PrimKind, ops: tuple[TensorSpec, ...], views: tuple[View, ...],
+              params: tuple = (), loops: tuple[int, ...] = (), shape=None) -> None:
+        children.append(Spec(kind, shape or ops[0].shape, ops, serial, limits, params))
+        steps.append(NestStep(loops, views))
+        coefs.append(_prod(loops))
+
+    def buffer(t: TensorSpec) -> int:
+        allocs.append(t)
+        return -len(allocs)
+
+    # The image with its zero border, as far as the windows reach (in ``order``).
+    hp, wp = stride * (oh - 1) + fh, stride * (ow - 1) + fw
+    src, xp = 0, image
+    if pad or _as(image, order) != image:
+        xp = fresh((b, c, hp, wp), image.dtype, Level.GL, order)
+        src = buffer(xp)
+        h, w = image.shape[2:]
+        used = (b, c, min(h, hp - pad), min(w, wp - pad))
+        if pad:
+            child(PrimKind.FILL, (xp,), (View(src),), (0.0,))
+        child(PrimKind.MOVE, (image.tile(used), xp.tile(used)),
+              (View(0), View(src, (_c(0), _c(0), _c(pad), _c(pad)))))
+    elif nchw and image.shape[2:] != (hp, wp):
+        return None  # rows the windows never read: a tile of the image would be needed
+    # The filters as the matrix the matmul reads: OIHW ([F, (c, fh, fw)]) or HWIO.
+    wsrc, wlay = 1, (NCHW if nchw else HWIO)
+    if _as(filters, wlay) != filters:
+        wsrc = buffer(_as(filters, wlay))
+        child(PrimKind.MOVE, (filters, allocs[-1]), (View(1), View(wsrc)))
+    # The output, in place if it is in ``order`` already.
+    ysrc, y = 2, out
+    if own_out or _as(out, order) != out:
+        y = fresh((b, f, oh, ow), out.dtype, Level.GL, order)
+        ysrc = buffer(y)
+        if accum:
+            child(PrimKind.MOVE, (out, y.tile(out.shape)), (View(2), View(ysrc)))
+    k = c * fh * fw
+    if nchw:  # G[b][(c, fh, fw)][(oh, ow)]: a tap's plane of one channel per Move
+        g = fresh((b, k, oh, ow), image.dtype, Level.GL, NCHW)
+        gsrc = buffer(g)
+        part = (1, 1, oh, ow)
+        child(PrimKind.MOVE, (xp.tile(part), g.tile(part)), (
+            View(src, (_c(0, (0, 1)), _c(0, (1, 1)), _c(0, (2, 1)), _c(0, (3, 1)))),
+            View(gsrc, (_c(0, (0, 1)), _c(0, (1, fh * fw), (2, fw), (3, 1)), _c(0), _c(0)))),
+            loops=(b, c, fh, fw))
+        per = (_c(0, (0, 1)), _c(0), _c(0), _c(0))
+        ops = (_matrix((f, k), filters, 3), _matrix((k, oh * ow), g, 3),
+               _matrix((f, oh * ow), y, 3))
+        views = (View(wsrc, (_c(0),) * 4, (0, k, 1)), View(gsrc, per, (0, oh * ow, 1)),
+                 View(ysrc, per, (0, oh * ow, 1)))
+        child(PrimKind.MATMUL_ACCUM if accum else PrimKind.MATMUL, ops, views,
+              loops=(b,), shape=(1, f, k, oh * ow))
+    else:  # G[(b, oh, ow)][(fh, fw, c)]: one output row's windows of one filter row per Move
+        m = b * oh * ow
+        g = fresh((1, m, k), image.dtype, Level.GL, Layout(tuple(PhysDim(d) for d in range(3))))
+        gsrc = buffer(g)
+        run = fw * c
+        window = _matrix((ow, run), image, 3 if stride * c == run else 1)
+        child(PrimKind.MOVE, (window, g.tile((1, ow, run))), (
+            View(src, (_c(0, (0, 1)), _c(0), _c(0, (1, stride), (2, 1)), _c(0)),
+                 (0, stride * c, 1)),
+            View(gsrc, (_c(0), _c(0, (0, oh * ow), (1, ow)), _c(0, (2, run))))),
+            loops=(b, oh, fh), shape=(1, ow, run))
+        zero = (_c(0),) * 4
+        ops = (g, _matrix((k, f), filters, 3), _matrix((m, f), y, 3))
+        views = (View(gsrc), View(wsrc, zero, (0, f, 1)), View(ysrc, zero, (0, f, 1)))
+        child(PrimKind.MATMUL_ACCUM if accum else PrimKind.MATMUL, ops, views,
+              shape=(1, m, k, f))
+    if ysrc != 2:
+        child(PrimKind.MOVE, (y.tile(out.shape), out), (View(ysrc), View(2)))
+    return _Plan(tuple(allocs), tuple(children), tuple(coefs), 0, tuple(steps))
+
+
+def _prod(xs: tuple[int, ...]) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
 
 
 def conv_actions(spec: Spec, target: Target) -> list[ConvLower]:
