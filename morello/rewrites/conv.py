@@ -46,7 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from morello import compose
-from morello.cost import loop_iterations
+from morello.cost import loop_iterations, move_cost, own_units
 from morello.kinds import PrimKind
 from morello.layouts import Layout, PhysDim
 from morello.memory import NLEVELS, Level, Target
@@ -86,6 +86,7 @@ class _Plan:
     coefs: tuple[int, ...]
     const: int
     steps: tuple[NestStep, ...]
+    own: tuple[int, ...] = (0,) * NLEVELS  # units the lowering keeps per level
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +127,16 @@ class ConvLower:
         allocs: list[TensorSpec] = []
         children: list[Spec] = []
         steps: list[NestStep] = []
+        # The matmuls: loops (b, oh, fh), or (b,) merged; the output rows run in parallel.
+        parallel = not serial and oh > 1 and self.variant == "rows" and all(
+            o.level.can_parallel_tile for o in spec.operands)
+        kept = None
+        if self.variant == "rows" and not parallel:  # every row of pixels reads them
+            kept = _kept_in_l2(fresh((1, fh * fw * c, f), filters.dtype, Level.GL,
+                                     Layout(tuple(PhysDim(d) for d in range(3)))),
+                               limits, target)
+            if kept is not None:  # the lowering holds them: its children have the rest
+                limits = kept[0]
 
         def child(kind: PrimKind, ops: tuple[TensorSpec, ...], views: tuple[View, ...],
                   params: tuple = (), loops: tuple[int, ...] = (), shape=None,
@@ -166,9 +177,6 @@ class ConvLower:
         if spec.kind is PrimKind.CONV:
             child(PrimKind.FILL, (y,), (View(ysrc),), (0.0,))
 
-        # The matmuls: loops (b, oh, fh), or (b,) merged; the output rows run in parallel.
-        parallel = not serial and oh > 1 and self.variant == "rows" and all(
-            o.level.can_parallel_tile for o in spec.operands)
         m, k = (oh * ow, c) if self.merged else (ow, fw * c)
         if wide:
             m = oh * wp - (fw - 1)  # through the last valid pixel: no read past the buffer
@@ -203,18 +211,22 @@ class ConvLower:
             iters = loop_iterations(oh, True, target) * b * fh
             const = target.parallel_setup_cost * b + target.parallel_iter_cost * b * (
                 loop_iterations(oh, True, target))
+        if kept is not None:
+            rhs = replace(rhs, level=Level.L2)
+            const += kept[1]
         child(PrimKind.MATMUL_ACCUM, (lhs, rhs, res), views, loops=loops,
               shape=(1, m, k, f), is_serial=serial or parallel, parallel=parallel)
         if ysrc != 2:
             child(PrimKind.MOVE, (y.tile(out.shape), out), (View(ysrc), View(2)))
         coefs = tuple(iters if s.kind is PrimKind.MATMUL_ACCUM else 1 for s in children)
-        return _Plan(tuple(allocs), tuple(children), coefs, const, tuple(steps))
+        return _Plan(tuple(allocs), tuple(children), coefs, const, tuple(steps),
+                     kept[2] if kept is not None else (0,) * NLEVELS)
 
     def expand(self, spec: Spec, target: Target) -> Expansion | None:
         p = self.plan(spec, target)
         if p is None:
             return None
-        return Expansion(p.children, p.coefs, p.const, (0,) * NLEVELS)
+        return Expansion(p.children, p.coefs, p.const, p.own)
 
     def apply(self, spec: Spec, target: Target) -> Nest:
         p = self.plan(spec, target)
@@ -223,6 +235,21 @@ class ConvLower:
 
     def __str__(self) -> str:
         return f"ConvLower({self.variant})"
+
+
+def _kept_in_l2(t: TensorSpec, limits, target: Target):
+    """``(limits, cost, own units)`` of keeping ``t`` (in main memory) in L2 over a
+    lowering's loop of matmuls that all read it: its lines read once, its units held;
+    None if L2 cannot hold it. A matmul's operands are priced as from main memory on each
+    call otherwise, though ``rows`` reads the same filters for every row of pixels
+    (docs/model-notes.md)."""
+    units = t.units(target)
+    if units > target.capacity[Level.L2]:
+        return None
+    left = limits.subtract(Level.L2, units)
+    if left is None:
+        return None
+    return left, move_cost(t, target), own_units(Level.L2, units)
 
 
 def _matrix(shape: tuple[int, int], t: TensorSpec, contig: int) -> TensorSpec:
@@ -266,9 +293,9 @@ def _plan_chain(lower: ConvLower, spec: Spec, target: Target) -> _Plan | None:
     _, outer = compose.split_steps(ch, last - 1, NEW)
     children[-1] = Spec(okind, tuple(spec.shape[d] for d in odims),
                         tuple(copy.operands[0] if a == NEW else spec.operands[a] for a in outer),
-                        spec.serial_only, spec.limits, oparams)
+                        spec.serial_only, copy.limits, oparams)
     steps[-1] = NestStep((), tuple(view if a == NEW else View(a) for a in outer))
-    return _Plan(p.allocs, tuple(children), p.coefs, p.const, tuple(steps))
+    return _Plan(p.allocs, tuple(children), p.coefs, p.const, tuple(steps), p.own)
 
 
 def _plan_nchw(spec: Spec, own_out: bool = False) -> _Plan | None:
