@@ -43,6 +43,7 @@ and writes the NCHW output in place: no transposes.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from morello import compose
@@ -237,6 +238,33 @@ class ConvLower:
         return f"ConvLower({self.variant})"
 
 
+class _Builder:
+    """A lowering's allocations and steps as they are added: ``child`` appends a Spec
+    run over ``loops`` (its coefficient their product), ``buffer`` a new allocation."""
+
+    def __init__(self, spec: Spec) -> None:
+        self.serial, self.limits = spec.serial_only, spec.limits
+        self.allocs: list[TensorSpec] = []
+        self.children: list[Spec] = []
+        self.steps: list[NestStep] = []
+        self.coefs: list[int] = []
+
+    def child(self, kind: PrimKind, ops: tuple[TensorSpec, ...], views: tuple[View, ...],
+              params: tuple = (), loops: tuple[int, ...] = (), shape=None) -> None:
+        self.children.append(Spec(kind, shape or ops[0].shape, ops, self.serial,
+                                  self.limits, params))
+        self.steps.append(NestStep(loops, views))
+        self.coefs.append(math.prod(loops))
+
+    def buffer(self, t: TensorSpec) -> int:
+        self.allocs.append(t)
+        return -len(self.allocs)
+
+    def plan(self) -> _Plan:
+        return _Plan(tuple(self.allocs), tuple(self.children), tuple(self.coefs), 0,
+                     tuple(self.steps))
+
+
 def _kept_in_l2(t: TensorSpec, limits, target: Target):
     """``(limits, cost, own units)`` of keeping ``t`` (in main memory) in L2 over a
     lowering's loop of matmuls that all read it: its lines read once, its units held;
@@ -304,22 +332,13 @@ def _plan_nchw(spec: Spec, own_out: bool = False) -> _Plan | None:
     image, filters, out = spec.operands
     if stride != 1 or _as(image, NCHW) != image:
         return None
-    serial, limits = spec.serial_only, spec.limits
-    allocs: list[TensorSpec] = []
-    children: list[Spec] = []
-    steps: list[NestStep] = []
-
-    def child(kind: PrimKind, ops: tuple[TensorSpec, ...], views: tuple[View, ...],
-              params: tuple = (), loops: tuple[int, ...] = (), shape=None) -> None:
-        children.append(Spec(kind, shape or ops[0].shape, ops, serial, limits, params))
-        steps.append(NestStep(loops, views))
-
+    nest = _Builder(spec)
+    child, buffer = nest.child, nest.buffer
     hp, wp = oh + fh - 1, ow + fw - 1
     src = 0
     if pad:  # the image with its zero border, still NCHW
         xp = fresh((b, c, hp, wp), image.dtype, Level.GL, NCHW)
-        allocs.append(xp)
-        src = -len(allocs)
+        src = buffer(xp)
         h, w = image.shape[2:]
         used = (b, c, min(h, hp - pad), min(w, wp - pad))
         child(PrimKind.FILL, (xp,), (View(src),), (0.0,))
@@ -329,14 +348,12 @@ def _plan_nchw(spec: Spec, own_out: bool = False) -> _Plan | None:
         return None  # rows the windows never read (a stride's remainder): not on this grid
     wsrc = 1
     if fh * fw > 1 and _as(filters, HWOI) != filters:
-        allocs.append(_as(filters, HWOI))
-        wsrc = -len(allocs)
-        child(PrimKind.MOVE, (filters, allocs[-1]), (View(1), View(wsrc)))
+        wsrc = buffer(_as(filters, HWOI))
+        child(PrimKind.MOVE, (filters, nest.allocs[-1]), (View(1), View(wsrc)))
     ysrc, y = 2, out
     if own_out or _as(out, NCHW) != out or wp != ow:
         y = fresh((b, f, oh, wp), out.dtype, Level.GL, NCHW)
-        allocs.append(y)
-        ysrc = -len(allocs)
+        ysrc = buffer(y)
         if spec.kind is PrimKind.CONV_ACCUM:
             child(PrimKind.MOVE, (out, y.tile(out.shape)), (View(2), View(ysrc)))
     if spec.kind is PrimKind.CONV:
@@ -354,8 +371,7 @@ def _plan_nchw(spec: Spec, own_out: bool = False) -> _Plan | None:
     child(PrimKind.MATMUL_ACCUM, (lhs, rhs, res), views, loops=loops, shape=(1, f, c, m))
     if ysrc != 2:
         child(PrimKind.MOVE, (y.tile(out.shape), out), (View(ysrc), View(2)))
-    coefs = tuple(b * fh * fw if s.kind is PrimKind.MATMUL_ACCUM else 1 for s in children)
-    return _Plan(tuple(allocs), tuple(children), coefs, 0, tuple(steps))
+    return nest.plan()
 
 
 def _plan_im2col(spec: Spec, own_out: bool, nchw: bool) -> _Plan | None:
@@ -371,23 +387,10 @@ def _plan_im2col(spec: Spec, own_out: bool, nchw: bool) -> _Plan | None:
     # priced 1.04x im2col and ran 1.65x faster (docs/model-notes.md).
     if stride != 1 or (nchw and _as(image, NCHW) != image):
         return None
-    serial, limits = spec.serial_only, spec.limits
     accum = spec.kind is PrimKind.CONV_ACCUM
     order = NCHW if nchw else NHWC
-    allocs: list[TensorSpec] = []
-    children: list[Spec] = []
-    steps: list[NestStep] = []
-    coefs: list[int] = []
-
-    def child(kind: PrimKind, ops: tuple[TensorSpec, ...], views: tuple[View, ...],
-              params: tuple = (), loops: tuple[int, ...] = (), shape=None) -> None:
-        children.append(Spec(kind, shape or ops[0].shape, ops, serial, limits, params))
-        steps.append(NestStep(loops, views))
-        coefs.append(_prod(loops))
-
-    def buffer(t: TensorSpec) -> int:
-        allocs.append(t)
-        return -len(allocs)
+    nest = _Builder(spec)
+    child, buffer = nest.child, nest.buffer
 
     # The image with its zero border, as far as the windows reach (in ``order``).
     hp, wp = stride * (oh - 1) + fh, stride * (ow - 1) + fw
@@ -407,7 +410,7 @@ def _plan_im2col(spec: Spec, own_out: bool, nchw: bool) -> _Plan | None:
     wsrc, wlay = 1, (NCHW if nchw else HWIO)
     if _as(filters, wlay) != filters:
         wsrc = buffer(_as(filters, wlay))
-        child(PrimKind.MOVE, (filters, allocs[-1]), (View(1), View(wsrc)))
+        child(PrimKind.MOVE, (filters, nest.allocs[-1]), (View(1), View(wsrc)))
     # The output, in place if it is in ``order`` already.
     ysrc, y = 2, out
     if own_out or _as(out, order) != out:
@@ -449,14 +452,7 @@ def _plan_im2col(spec: Spec, own_out: bool, nchw: bool) -> _Plan | None:
               shape=(1, m, k, f))
     if ysrc != 2:
         child(PrimKind.MOVE, (y.tile(out.shape), out), (View(ysrc), View(2)))
-    return _Plan(tuple(allocs), tuple(children), tuple(coefs), 0, tuple(steps))
-
-
-def _prod(xs: tuple[int, ...]) -> int:
-    n = 1
-    for x in xs:
-        n *= x
-    return n
+    return nest.plan()
 
 
 def conv_actions(spec: Spec, target: Target) -> list[ConvLower]:
