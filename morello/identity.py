@@ -128,14 +128,10 @@ def legacy_valid(family: str) -> bool:
     """Whether results of ``family`` stored under a legacy context (``legacy_fingerprint``)
     are optimal today: no family its closure holds has been revised since, nor has the
     conv lowering's action table changed (``morello.db.migrate`` leaves the others)."""
-    from morello import compose
     from morello.kinds import KINDS, PrimKind
     from morello.rewrites import conv
 
-    members: list = [k for k, i in KINDS.items() if i.family == family]
-    members = members or [compose.parse_family(family)]
-    prims = {k for k in frozenset().union(*(closure(k) for k in members))
-             if isinstance(k, PrimKind)}
+    prims = [k for k in family_reach(family) if isinstance(k, PrimKind)]
     lowered = any(KINDS[k].lowered for k in prims)
     return not _revisions(prims) and not (lowered and conv.identity() != conv.LEGACY_IDENTITY)
 
@@ -153,9 +149,7 @@ def family_fingerprint(target: Target, family: str) -> str:
     from morello.kinds import KINDS, PrimKind
     from morello.rewrites import bufferize, conv, decompose
 
-    members: list = [k for k, i in KINDS.items() if i.family == family]
-    members = members or [compose.parse_family(family)]
-    reach = frozenset().union(*(closure(k) for k in members))
+    reach = family_reach(family)
     prims = sorted(k for k in reach if isinstance(k, PrimKind))
     chains = sorted(k.family for k in reach if isinstance(k, compose.Chain))
     table = table_for(target)
@@ -173,6 +167,17 @@ def family_fingerprint(target: Target, family: str) -> str:
     }
     text = json.dumps(ident, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def family_reach(family: str) -> frozenset:
+    """The closure of table ``family``'s kinds (a chain family: its chain's);
+    ValueError for an unknown family."""
+    from morello import compose
+    from morello.kinds import KINDS
+
+    members: list = [k for k, i in KINDS.items() if i.family == family]
+    members = members or [compose.parse_family(family)]
+    return frozenset().union(*(closure(k) for k in members))
 
 
 def _revisions(prims) -> dict:
