@@ -42,6 +42,7 @@ from morello.constructors import (  # noqa: E402
     reduce_sum,
     relu,
     softmax,
+    transpose,
 )
 from morello.errors import BuildError, DatabaseError, MorelloError, RewriteError, SpecError
 from morello.memory import Level
@@ -82,5 +83,6 @@ __all__ = [
     "schedule",
     "softmax",
     "synthesize",
+    "transpose",
 ]
 __version__ = "0.1.0"

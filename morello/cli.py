@@ -23,6 +23,7 @@ operations (OP SIZES...):
                                 out = lhs + bias, the bias a vector along D (default 1:
                                 one per channel of NxCxHxW, bias 1xCx1x1)
   relu S1 [...]                 dst = max(src, 0)
+  transpose M N [--batch B]     dst[b] = src[b] transposed (src BxMxN, dst BxNxM)
   fill S1 [...] [--value=V]     dst = V (0 or -inf)
   broadcast S1 [...] --dim D    dst (S1 x ...) = src repeated along D (src has size 1 there)
   max|sum S1 [...] --dim D      dst = reduction of src along D (dst keeps D with size 1)
@@ -278,8 +279,15 @@ def _spec(args):
             raise MorelloError(f"matmul takes three sizes M K N, got {len(args.sizes)}")
         return make(*args.sizes, batch=args.batch, dtypes=args.dtypes,
                     rhs_layout=args.rhs_layout, saturate=args.saturate, **kw)
+    if op == "transpose":
+        if len(args.sizes) != 2:
+            raise MorelloError(f"transpose takes two sizes M N, got {len(args.sizes)}")
+        if args.dtypes is not None or args.rhs_layout != "rm" or args.saturate \
+                or args.dim is not None or args.value != 0.0:
+            raise MorelloError("transpose takes --batch only")
+        return make(*args.sizes, batch=args.batch, **kw)
     if args.batch != 1:
-        raise MorelloError("--batch is for matmul only")
+        raise MorelloError("--batch is for matmul and transpose only")
     if args.dtypes is not None or args.rhs_layout != "rm" or args.saturate:
         raise MorelloError("--dtypes, --rhs-layout and --saturate are for matmul only")
     if "dim" in params:

@@ -138,6 +138,14 @@ mul = _elementwise(PrimKind.MUL)
 relu = _elementwise(PrimKind.RELU)
 
 
+def transpose(m: int, n: int, *, batch: int = 1, dtype: str | Dtype = "f32",
+              serial: bool | None = None, target: str | Target = "avx2") -> Spec:
+    """The Spec of ``dst[b] = src[b].T``: ``src`` is ``batch×m×n``, ``dst`` ``batch×n×m``,
+    both row-major in main memory."""
+    return _spec(PrimKind.TRANSPOSE, (_size("batch", batch), _size("m", m), _size("n", n)),
+                 (), dtype, serial, target)
+
+
 def fill(*shape: int, value: float = 0.0, dtype: str | Dtype = "f32", serial: bool | None = None,
          target: str | Target = "avx2") -> Spec:
     """The Spec of ``dst = value`` (0 or -inf) over a tensor of ``shape``."""
@@ -417,5 +425,6 @@ OPERATIONS = {
     "max": (PrimKind.MAX, reduce_max), "sum": (PrimKind.SUM, reduce_sum),
     "softmax": (PrimKind.SOFTMAX, softmax), "bias": (PrimKind.ADD_BROADCAST, add_bias),
     "channel-bias": (PrimKind.ADD_CHANNEL, channel_bias), "conv": (PrimKind.CONV, conv2d),
+    "transpose": (PrimKind.TRANSPOSE, transpose),
 }
 CONSTRUCTORS = {name: make for name, (_, make) in OPERATIONS.items()}

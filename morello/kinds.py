@@ -19,6 +19,7 @@ Add, Mul        s              lhs s, rhs s, out s            out = lhs (+|*) rh
 AddBroadcast{d} s              lhs s, rhs m, out s            out = lhs + rhs repeated on d
 AddChannel{d}   s              lhs s, rhs v, out s            out = lhs + rhs, v along d
 Relu            s              src s, dst s                   dst = max(src, 0)
+Transpose       [b, m, n]      src [b,m,n] dst [b,n,m]        dst[b] = src[b] transposed
 Broadcast{d}    s              src s with s[d]=1, dst s       dst = src repeated along d
 Max{d}, Sum{d}  s              src s, dst s with s[d]=1       dst = reduce(src) along d
 MaxAccum{d}     s              same                           dst = max(dst, reduce(src))
@@ -116,6 +117,7 @@ class PrimKind(enum.IntEnum):
     CONV = 29
     CONV_ACCUM = 30
     ADD_CHANNEL = 31
+    TRANSPOSE = 32
 
     @property
     def info(self) -> KindInfo:
@@ -281,6 +283,16 @@ def _conv_map(rank: int, params: Params) -> OperandMap:
     return ((((b,), 0), ((c,), 0), rows(oh, fh, hrem), rows(ow, fw, wrem)),
             (((f,), 0), ((c,), 0), ((fh,), 0), ((fw,), 0)),
             (((b,), 0), ((f,), 0), ((oh,), 0), ((ow,), 0)))
+
+
+def _transpose_map(rank: int, params: Params) -> OperandMap:
+    b, m, n = (((d,), 0) for d in range(3))
+    return ((b, m, n), (b, n, m))
+
+
+def _transpose_ref(params, ins, out):
+    np.copyto(out, np.swapaxes(ins[0], 1, 2))
+    return out
 
 
 def _keep_one(dim: int, rank: int) -> tuple[OperandDim, ...]:
@@ -654,6 +666,11 @@ KINDS: dict[PrimKind, KindInfo] = {
         "AddChannel", ("dim",), ("lhs", "rhs", "out"), (0, 1), (2,), (1, MAX_RANK),
         _channel_map, "AddChannel", None, _add_broadcast_ref, flops_per_point=1,
         doc="out = lhs + rhs, rhs a vector along dim (a per-channel bias)"),
+    # The NHWC <-> NCHW copies of a conv's lowerings: an image's [pixels, channels]
+    # matrix transposed (``morello.rewrites.conv``).
+    PrimKind.TRANSPOSE: KindInfo(
+        "Transpose", (), ("src", "dst"), (0,), (1,), (3, 3), _transpose_map, "Transpose",
+        None, _transpose_ref, doc="dst[b] = src[b] transposed"),
 }
 
 BY_TITLE = {info.title: kind for kind, info in KINDS.items()}

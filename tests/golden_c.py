@@ -40,6 +40,7 @@ def searched(target: str) -> list:
         m.add_bias(8, 64, target=t), m.attention(16, 16, target=t),
         m.channel_bias(2, 16, 5, 7, target=t),
         m.channels_last(m.channel_bias(1, 16, 5, 7, target=t)),
+        m.transpose(12, 20, target=t),
     ]
 
 

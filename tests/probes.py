@@ -259,10 +259,12 @@ def random_user_spec(rng: np.random.Generator):
             if points <= SWEEP_MAX_POINTS:
                 return make(*shape, batch=batch, **kw), 2 if parallel else 1
             continue
-        rank = int(rng.integers(1, 5))
+        rank = 2 if op == "transpose" else int(rng.integers(1, 5))
         shape = [size() for _ in range(rank)]
         if int(np.prod(shape)) > SWEEP_MAX_POINTS:
             continue
+        if op == "transpose":
+            kw["batch"] = int(rng.choice([1, 1, rng.integers(1, 4)]))
         if op in ("max", "sum", "broadcast", "bias", "channel-bias"):  # any dim: rank 1 too
             kw["dim"] = int(rng.integers(rank))
         if op == "fill":

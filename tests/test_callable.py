@@ -16,6 +16,7 @@ SPECS = {
     "add 7x9": lambda: morello.add(7, 9),
     "mul 5": lambda: morello.mul(5),
     "relu 3x4x5": lambda: morello.relu(3, 4, 5),
+    "transpose 9x13 batch 2": lambda: morello.transpose(9, 13, batch=2),
     "fill 6x7 -inf": lambda: morello.fill(6, 7, value=-np.inf),
     "broadcast 5x8 dim 0": lambda: morello.broadcast(5, 8, dim=0),
     "max 6x9 dim 1": lambda: morello.reduce_max(6, 9, dim=1),

@@ -236,7 +236,7 @@ def test_run_every_operation_matches_numpy(db, args):
     (["max", "4", "4", "--dim", "2"], "out of range"), (["fill", "4", "--value", "3"],
                                                        "value must be one of"),
     (["add", "1", "2", "3", "4", "5"], "1 to 4 sizes"), (["relu", "4", "--batch", "2"],
-                                                        "--batch is for matmul only"),
+                                                        "--batch is for matmul and transpose only"),
 ])
 def test_bad_operation_arguments_get_one_line(db, args, message):
     assert_one_line_error(morello("synth", *args, tmp_db=db), message)

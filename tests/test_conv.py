@@ -137,12 +137,16 @@ def test_the_dp_equals_the_pure_python_reference_on_small_convs(case, target):
 
 
 def test_the_lowering_s_cost_is_its_children_s():
-    """The rows lowering pays every matmul row once per (image, output row, filter row)."""
+    """The rows lowering pays every matmul row once per (image, output row, filter row),
+    and each NCHW <-> NHWC transpose once per (image, row of pixels)."""
     spec = morello.conv2d(2, 3, 6, 6, 4, 3, 3, pad=1)
     exp = ConvLower().expand(spec, AVX2)
     assert exp is not None
     kinds = [c.kind.info.title for c in exp.children]
-    assert kinds == ["Fill", "Move", "Move", "Fill", "MatmulAccum", "Move"]
+    assert kinds == ["Fill", "Transpose", "Move", "Fill", "MatmulAccum", "Transpose"]
+    image_in, out = exp.children[1], exp.children[-1]
+    assert image_in.shape == (1, 3, 6) and exp.coefs[1] == 2 * 6  # [c, w] -> [w, c]
+    assert out.shape == (1, 6, 4) and exp.coefs[-1] == 2 * 6      # [w, f] -> [f, w]
     mm = exp.children[kinds.index("MatmulAccum")]
     assert mm.shape == (1, 6, 9, 4) and exp.coefs[kinds.index("MatmulAccum")] == 2 * 6 * 3
     assert ConvLower("merged").expand(spec, AVX2) is None  # only 1x1, stride 1, no pad

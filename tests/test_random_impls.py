@@ -109,9 +109,9 @@ def _user_spec_st(draw):
 
     # conv's sizes are not a tensor's shape: tests/test_conv.py draws its own.
     op = draw(st.sampled_from(sorted(set(CONSTRUCTORS) - {"matmul", "conv"})))
-    rank = draw(st.integers(1, 3))
+    rank = 2 if op == "transpose" else draw(st.integers(1, 3))
     shape = tuple(draw(st.integers(1, 20)) for _ in range(rank))
-    kw = {}
+    kw = {"batch": draw(st.integers(1, 3))} if op == "transpose" else {}
     if op in ("max", "sum", "broadcast", "bias", "channel-bias"):
         kw["dim"] = draw(st.integers(0, rank - 1))
     if op == "fill":

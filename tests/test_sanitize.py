@@ -44,6 +44,7 @@ SPECS = [
     ("mul 2x3x4", lambda: morello.mul(2, 3, 4), 1),
     ("relu 1x1", lambda: morello.relu(1, 1), 1),
     ("relu 31x9", lambda: morello.relu(31, 9), 1),
+    ("transpose 19x21", lambda: morello.transpose(19, 21), 1),
     ("fill 7 =0", lambda: morello.fill(7), 1),
     ("fill 3x9x5 =-inf", lambda: morello.fill(3, 9, 5, value=-np.inf), 1),
     ("broadcast 4x13 dim 0", lambda: morello.broadcast(4, 13, dim=0), 1),

@@ -6,7 +6,17 @@ The vector types are the target's (``morello.targets.avx2``).
 """
 from __future__ import annotations
 
-from morello.kernels import axpy, dots, int8, moves, nontemporal, softmax, stream, tiles
+from morello.kernels import (
+    axpy,
+    dots,
+    int8,
+    moves,
+    nontemporal,
+    softmax,
+    stream,
+    tiles,
+    transpose,
+)
 from morello.kernels.base import Kernel, KernelTable
 from morello.targets.avx2 import VECTOR_TYPES, YMM
 
@@ -19,6 +29,7 @@ KERNELS: tuple[Kernel, ...] = (
     *int8.ROWS,
     *moves.ROWS,
     *nontemporal.ROWS,
+    *transpose.ROWS,
     # The memory-bound kinds (elementwise, broadcast, reductions, softmax family).
     *stream.rows(YMM),
     *softmax.rows(YMM),

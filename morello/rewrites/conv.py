@@ -48,6 +48,7 @@ from dataclasses import dataclass, replace
 
 from morello import compose
 from morello.cost import loop_iterations, move_cost, own_units
+from morello.dtypes import Dtype
 from morello.kinds import PrimKind
 from morello.layouts import Layout, PhysDim
 from morello.memory import NLEVELS, Level, Target
@@ -66,7 +67,8 @@ HWIO = Layout(tuple(PhysDim(d) for d in (2, 3, 1, 0)))
 _KINDS = (PrimKind.CONV, PrimKind.CONV_ACCUM)
 VARIANTS = ("rows", "merged", "wide", "nchw", "im2col", "im2col_nchw")
 # The kinds a lowering's children have (``morello.identity.closure``).
-LOWERED_TO = (PrimKind.MOVE, PrimKind.FILL, PrimKind.MATMUL, PrimKind.MATMUL_ACCUM)
+LOWERED_TO = (PrimKind.MOVE, PrimKind.FILL, PrimKind.MATMUL, PrimKind.MATMUL_ACCUM,
+              PrimKind.TRANSPOSE)
 NCHW = Layout(tuple(PhysDim(d) for d in range(4)))
 # The filters as [fh, fw, f, c]: each tap an [F, C] matrix.
 HWOI = Layout(tuple(PhysDim(d) for d in (2, 3, 0, 1)))
@@ -158,7 +160,7 @@ class ConvLower:
             if pad:
                 child(PrimKind.FILL, (xp,), (View(src),), (0.0,))
             at = (_c(0), _c(0), _c(pad), _c(pad))
-            child(PrimKind.MOVE, (image.tile(used), xp.tile(used)), (View(0), View(src, at)))
+            _relayout(child, image, View(0), xp, View(src, at), used)
         # The filters as HWIO.
         wsrc = 1
         if _as(filters, HWIO) != filters:
@@ -174,7 +176,7 @@ class ConvLower:
             allocs.append(y)
             ysrc = -len(allocs)
             if spec.kind is PrimKind.CONV_ACCUM:
-                child(PrimKind.MOVE, (out, y.tile(out.shape)), (View(2), View(ysrc)))
+                _relayout(child, out, View(2), y, View(ysrc), out.shape)
         if spec.kind is PrimKind.CONV:
             child(PrimKind.FILL, (y,), (View(ysrc),), (0.0,))
 
@@ -218,8 +220,9 @@ class ConvLower:
         child(PrimKind.MATMUL_ACCUM, (lhs, rhs, res), views, loops=loops,
               shape=(1, m, k, f), is_serial=serial or parallel, parallel=parallel)
         if ysrc != 2:
-            child(PrimKind.MOVE, (y.tile(out.shape), out), (View(ysrc), View(2)))
-        coefs = tuple(iters if s.kind is PrimKind.MATMUL_ACCUM else 1 for s in children)
+            _copy_out(child, y, ysrc, out, own_out)
+        coefs = tuple(iters if s.kind is PrimKind.MATMUL_ACCUM else math.prod(st.loops)
+                      for s, st in zip(children, steps))
         return _Plan(tuple(allocs), tuple(children), coefs, const, tuple(steps),
                      kept[2] if kept is not None else (0,) * NLEVELS)
 
@@ -263,6 +266,45 @@ class _Builder:
     def plan(self) -> _Plan:
         return _Plan(tuple(self.allocs), tuple(self.children), tuple(self.coefs), 0,
                      tuple(self.steps))
+
+
+def _relayout(child, src: TensorSpec, src_view: View, dst: TensorSpec, dst_view: View,
+              used: tuple[int, ...]) -> None:
+    """Copy the ``used`` part of ``src`` into ``dst`` (both ``[b, c, h, w]``, one in NCHW
+    and the other in NHWC, at the origins of the two views): a ``Transpose`` of each row
+    of pixels, ``[channels, pixels]`` to ``[pixels, channels]`` or back, whose 8x8 blocks
+    go through vector registers; any other pair of orders (or dtypes) by a ``Move``, which
+    copies such a pair an element at a time (docs/model-notes.md)."""
+    b, c, _, w = used
+    pair = [_order(t) for t in (src, dst)]
+    if sorted(map(str, pair)) != ["nchw", "nhwc"] \
+            or any(t.dtype is not Dtype.F32 for t in (src, dst)):
+        child(PrimKind.MOVE, (src.tile(used), dst.tile(used)), (src_view, dst_view))
+        return
+
+    def row(t: TensorSpec, v: View) -> tuple[TensorSpec, View]:
+        at = v.at or (_c(0),) * 4
+        at = (_c(at[0][0], (0, 1)), at[1], _c(at[2][0], (1, 1)), at[3])
+        if _as(t, NCHW) == t:
+            h_, w_ = t.shape[2:]
+            return _matrix((c, w), t, 3 if c == 1 else 1), View(v.source, at, (0, h_ * w_, 1))
+        return _matrix((w, c), t, 3), View(v.source, at, (0, t.shape[1], 1))
+    (a, av), (z, zv) = row(src, src_view), row(dst, dst_view)
+    shape = (1, c, w) if pair[0] == "nchw" else (1, w, c)
+    child(PrimKind.TRANSPOSE, (a, z), (av, zv), loops=(b, used[2]), shape=shape)
+
+
+def _copy_out(child, y: TensorSpec, ysrc: int, out: TensorSpec, own_out: bool) -> None:
+    """The result, computed in the lowering's buffer ``y``, copied into the output: by a
+    Move when ``own_out`` (``_plan_chain`` puts the chain's other steps in its place)."""
+    if own_out:
+        child(PrimKind.MOVE, (y.tile(out.shape), out), (View(ysrc), View(2)))
+    else:
+        _relayout(child, y, View(ysrc), out, View(2), out.shape)
+
+
+def _order(t: TensorSpec) -> str | None:
+    return "nchw" if _as(t, NCHW) == t else "nhwc" if _as(t, NHWC) == t else None
 
 
 def _kept_in_l2(t: TensorSpec, limits, target: Target):
@@ -355,7 +397,7 @@ def _plan_nchw(spec: Spec, own_out: bool = False) -> _Plan | None:
         y = fresh((b, f, oh, wp), out.dtype, Level.GL, NCHW)
         ysrc = buffer(y)
         if spec.kind is PrimKind.CONV_ACCUM:
-            child(PrimKind.MOVE, (out, y.tile(out.shape)), (View(2), View(ysrc)))
+            _relayout(child, out, View(2), y, View(ysrc), out.shape)
     if spec.kind is PrimKind.CONV:
         child(PrimKind.FILL, (y,), (View(ysrc),), (0.0,))
     m = oh * wp - (fw - 1)  # through the last valid pixel: no read past the image
@@ -370,7 +412,7 @@ def _plan_nchw(spec: Spec, own_out: bool = False) -> _Plan | None:
              View(ysrc, y_at, (0, oh * wp, 1)))
     child(PrimKind.MATMUL_ACCUM, (lhs, rhs, res), views, loops=loops, shape=(1, f, c, m))
     if ysrc != 2:
-        child(PrimKind.MOVE, (y.tile(out.shape), out), (View(ysrc), View(2)))
+        _copy_out(child, y, ysrc, out, own_out)
     return nest.plan()
 
 
@@ -402,8 +444,8 @@ def _plan_im2col(spec: Spec, own_out: bool, nchw: bool) -> _Plan | None:
         used = (b, c, min(h, hp - pad), min(w, wp - pad))
         if pad:
             child(PrimKind.FILL, (xp,), (View(src),), (0.0,))
-        child(PrimKind.MOVE, (image.tile(used), xp.tile(used)),
-              (View(0), View(src, (_c(0), _c(0), _c(pad), _c(pad)))))
+        _relayout(child, image, View(0), xp, View(src, (_c(0), _c(0), _c(pad), _c(pad))),
+                  used)
     elif nchw and image.shape[2:] != (hp, wp):
         return None  # rows the windows never read: a tile of the image would be needed
     # The filters as the matrix the matmul reads: OIHW ([F, (c, fh, fw)]) or HWIO.
@@ -417,7 +459,7 @@ def _plan_im2col(spec: Spec, own_out: bool, nchw: bool) -> _Plan | None:
         y = fresh((b, f, oh, ow), out.dtype, Level.GL, order)
         ysrc = buffer(y)
         if accum:
-            child(PrimKind.MOVE, (out, y.tile(out.shape)), (View(2), View(ysrc)))
+            _relayout(child, out, View(2), y, View(ysrc), out.shape)
     k = c * fh * fw
     if nchw:  # G[b][(c, fh, fw)][(oh, ow)]: a tap's plane of one channel per Move
         g = fresh((b, k, oh, ow), image.dtype, Level.GL, NCHW)
@@ -451,7 +493,7 @@ def _plan_im2col(spec: Spec, own_out: bool, nchw: bool) -> _Plan | None:
         child(PrimKind.MATMUL_ACCUM if accum else PrimKind.MATMUL, ops, views,
               shape=(1, m, k, f))
     if ysrc != 2:
-        child(PrimKind.MOVE, (y.tile(out.shape), out), (View(ysrc), View(2)))
+        _copy_out(child, y, ysrc, out, own_out)
     return nest.plan()
 
 

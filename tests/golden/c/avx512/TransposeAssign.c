@@ -1,0 +1,2 @@
+/* TransposeAssign on avx512: Transpose((1×1×1, f32, L1), (1×1×1, f32, L1), serial) */
+dst[0] = src[0];
