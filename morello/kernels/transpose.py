@@ -9,8 +9,10 @@ from morello.specs import PrimKind, Spec
 
 # The block of ``Transpose8x8``: eight rows of eight f32 lanes.
 BLOCK = 8
-# Its register work: 8 loads, 8 stores and the 24 shuffles of three interleaving rounds.
+# Its register work: 8 loads, 8 stores and the 24 shuffles of three interleaving rounds,
+# with up to two rounds' 16 registers live.
 BLOCK_OPS = 16 + 24
+BLOCK_REGS = 16
 
 
 def _scalar_check(spec: Spec, target: Target) -> Reason:
@@ -59,7 +61,8 @@ ROWS: tuple[Kernel, ...] = (
            lambda s, t: t.costs.scalar_op + io_cost(s, t), 0, _scalar_emit,
            "one element copied", scalar=True, levels=(RL, RL)),
     Kernel("Transpose8x8", PrimKind.TRANSPOSE, _block_check,
-           lambda s, t: BLOCK_OPS * t.costs.vector_move + io_cost(s, t), 8, _block_emit,
+           lambda s, t: BLOCK_OPS * t.costs.vector_move + io_cost(s, t), BLOCK_REGS,
+           _block_emit,
            "an 8x8 f32 block transposed in vector registers (unpack, shuffle, permute)",
            levels=(L1, L1), dtypes=(F32, F32)),
 )

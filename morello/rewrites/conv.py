@@ -275,23 +275,22 @@ def _relayout(child, src: TensorSpec, src_view: View, dst: TensorSpec, dst_view:
     of pixels, ``[channels, pixels]`` to ``[pixels, channels]`` or back, whose 8x8 blocks
     go through vector registers; any other pair of orders (or dtypes) by a ``Move``, which
     copies such a pair an element at a time (docs/model-notes.md)."""
-    b, c, _, w = used
-    pair = [_order(t) for t in (src, dst)]
-    if sorted(map(str, pair)) != ["nchw", "nhwc"] \
-            or any(t.dtype is not Dtype.F32 for t in (src, dst)):
+    b, c, h, w = used
+    if {_order(src), _order(dst)} != {"nchw", "nhwc"} \
+            or (src.dtype, dst.dtype) != (Dtype.F32, Dtype.F32):
         child(PrimKind.MOVE, (src.tile(used), dst.tile(used)), (src_view, dst_view))
         return
 
     def row(t: TensorSpec, v: View) -> tuple[TensorSpec, View]:
+        """Row ``(b, h)`` of ``t``: ``[c, w]`` of an NCHW tensor, ``[w, c]`` of an NHWC one."""
         at = v.at or (_c(0),) * 4
         at = (_c(at[0][0], (0, 1)), at[1], _c(at[2][0], (1, 1)), at[3])
-        if _as(t, NCHW) == t:
-            h_, w_ = t.shape[2:]
-            return _matrix((c, w), t, 3 if c == 1 else 1), View(v.source, at, (0, h_ * w_, 1))
+        if _order(t) == "nchw":
+            plane = t.shape[2] * t.shape[3]
+            return _matrix((c, w), t, 3 if c == 1 else 1), View(v.source, at, (0, plane, 1))
         return _matrix((w, c), t, 3), View(v.source, at, (0, t.shape[1], 1))
     (a, av), (z, zv) = row(src, src_view), row(dst, dst_view)
-    shape = (1, c, w) if pair[0] == "nchw" else (1, w, c)
-    child(PrimKind.TRANSPOSE, (a, z), (av, zv), loops=(b, used[2]), shape=shape)
+    child(PrimKind.TRANSPOSE, (a, z), (av, zv), loops=(b, h), shape=a.shape)
 
 
 def _copy_out(child, y: TensorSpec, ysrc: int, out: TensorSpec, own_out: bool) -> None:
