@@ -46,7 +46,16 @@ from morello.constructors import (  # noqa: E402
 )
 from morello.errors import BuildError, DatabaseError, MorelloError, RewriteError, SpecError
 from morello.memory import Level
-from morello.rewrites import Bufferize, ConvLower, Move, Select, Split, TileOut, ToAccum
+from morello.rewrites import (
+    Bufferize,
+    ConvLower,
+    DepthwiseLower,
+    Move,
+    Select,
+    Split,
+    TileOut,
+    ToAccum,
+)
 from morello.schedule import schedule
 
 __all__ = [
@@ -65,6 +74,7 @@ __all__ = [
     "ToAccum",
     "Bufferize",
     "ConvLower",
+    "DepthwiseLower",
     "add",
     "add_bias",
     "channel_bias",

@@ -365,10 +365,12 @@ def conv_output(h: int, w: int, kh: int, kw: int, stride: int, pad: int) -> tupl
 
 
 def conv2d(n: int, c: int, h: int, w: int, f: int, kh: int, kw: int, *, stride: int = 1,
-           pad: int = 0, dtype: str | Dtype = "f32", layout: str = "nchw",
+           pad: int = 0, groups: int = 1, dtype: str | Dtype = "f32", layout: str = "nchw",
            serial: bool | None = None, target: str | Target = "avx2") -> Spec:
-    """The Spec of torch's ``conv2d(x, weight, stride=stride, padding=pad)`` (no bias):
-    ``x`` is ``n×c×h×w``, ``weight`` is ``f×c×kh×kw``, the output ``n×f×oh×ow``.
+    """The Spec of torch's ``conv2d(x, weight, stride=stride, padding=pad, groups=groups)``
+    (no bias): ``x`` is ``n×c×h×w``, ``weight`` is ``f×(c/groups)×kh×kw``, the output
+    ``n×f×oh×ow``. ``groups`` is 1 or, for a depthwise conv, ``c`` (with ``f == c``: one
+    filter per channel, ``weight`` ``c×1×kh×kw``; NCHW only).
 
     ``layout="nhwc"`` keeps the image and the output channels-last in memory (torch's
     ``channels_last``; the callable takes and returns such arrays without a copy) and the
@@ -380,7 +382,10 @@ def conv2d(n: int, c: int, h: int, w: int, f: int, kh: int, kw: int, *, stride: 
     if layout not in CONV_LAYOUTS:
         raise SpecError(f"layout must be one of {', '.join(CONV_LAYOUTS)}, got "
                         f"{_short_repr(layout)}")
+    depthwise = _groups(groups, c, f, layout)
     params = (int(stride), int(pad), (h + 2 * pad - kh) % stride, (w + 2 * pad - kw) % stride)
+    if depthwise:
+        return _spec(PrimKind.DEPTHWISE, (n, c, oh, ow, kh, kw), params, dtype, serial, target)
     spec = _spec(PrimKind.CONV, (n, f, c, oh, ow, kh, kw), params, dtype, serial, target)
     if layout == "nhwc":
         from morello.rewrites.conv import HWIO, NHWC
@@ -391,21 +396,38 @@ def conv2d(n: int, c: int, h: int, w: int, f: int, kh: int, kw: int, *, stride: 
     return spec
 
 
+def _groups(groups, c: int, f: int, layout: str) -> bool:
+    """Whether a conv of these ``groups`` is depthwise, or SpecError for groups morello
+    does not compile."""
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
+        raise SpecError(f"groups must be an integer, got {_short_repr(groups)}")
+    if groups == 1:
+        return False
+    if groups != c:
+        raise SpecError(f"groups must be 1 or C = {c} (depthwise), got {groups}")
+    if f != c:
+        raise SpecError(f"a depthwise conv (groups = C) has F = C = {c} filters, got F = {f}")
+    if layout != "nchw":
+        raise SpecError("a depthwise conv (groups = C) takes NCHW tensors only")
+    return True
+
+
 BLOCK_STEPS = ("bias", "add", "relu")
 
 
 def conv_block(n: int, c: int, h: int, w: int, f: int, kh: int, kw: int, *,
                steps: tuple[str, ...] = ("bias", "relu"), stride: int = 1, pad: int = 0,
-               dtype: str | Dtype = "f32", layout: str = "nchw", serial: bool | None = None,
-               target: str | Target = "avx2") -> Spec:
+               groups: int = 1, dtype: str | Dtype = "f32", layout: str = "nchw",
+               serial: bool | None = None, target: str | Target = "avx2") -> Spec:
     """The chain of ``conv2d(n, c, h, w, f, kh, kw, ...)`` and then ``steps`` over its
     output: ``"bias"`` (one per output channel, ``1×F×1×1``), ``"add"`` (a residual of the
     output's shape), ``"relu"``. A ResNet block's ``relu(conv(x) + r)`` is
     ``steps=("add", "relu")``. The callable takes the steps' operands last step first,
     then ``x`` and the weights (``morello.compose``): ``fn(bias, x, w)``. With
-    ``layout="nhwc"`` the residual and the output are channels-last too."""
-    conv = conv2d(n, c, h, w, f, kh, kw, stride=stride, pad=pad, dtype=dtype, layout=layout,
-                  serial=serial, target=target)
+    ``layout="nhwc"`` the residual and the output are channels-last too; with
+    ``groups=c`` the conv is depthwise (a MobileNet block's ``relu(dw(x) + bias)``)."""
+    conv = conv2d(n, c, h, w, f, kh, kw, stride=stride, pad=pad, groups=groups, dtype=dtype,
+                  layout=layout, serial=serial, target=target)
     if not steps or any(s not in BLOCK_STEPS for s in steps):
         raise SpecError(f"conv_block's steps are some of {', '.join(BLOCK_STEPS)}, got "
                         f"{_short_repr(steps)}")

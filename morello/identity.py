@@ -147,7 +147,7 @@ def family_fingerprint(target: Target, family: str) -> str:
     from morello import compose
     from morello.kernels import table_for
     from morello.kinds import KINDS, PrimKind
-    from morello.rewrites import bufferize, conv, decompose
+    from morello.rewrites import bufferize, conv, decompose, depthwise
 
     reach = family_reach(family)
     prims = sorted(k for k in reach if isinstance(k, PrimKind))
@@ -162,6 +162,9 @@ def family_fingerprint(target: Target, family: str) -> str:
         "decompositions": decompose.identity()
         if any(k in decompose.DECOMPOSITIONS for k in prims) else None,
         "conv": conv.identity() if any(KINDS[k].lowered for k in prims) else None,
+        # Only where a depthwise kind is reached, so the other families keep their prints.
+        **({"depthwise": depthwise.identity()}
+           if any(KINDS[k].family == "Depthwise" for k in prims) else {}),
         "chains": [chains, bufferize.identity(any(KINDS[k].lowered for k in prims)),
                    compose.FAMILY_PREFIX] if chains else None,
     }

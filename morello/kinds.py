@@ -118,6 +118,8 @@ class PrimKind(enum.IntEnum):
     CONV_ACCUM = 30
     ADD_CHANNEL = 31
     TRANSPOSE = 32
+    DEPTHWISE = 33
+    DEPTHWISE_ACCUM = 34
 
     @property
     def info(self) -> KindInfo:
@@ -283,6 +285,24 @@ def _conv_map(rank: int, params: Params) -> OperandMap:
     return ((((b,), 0), ((c,), 0), rows(oh, fh, hrem), rows(ow, fw, wrem)),
             (((f,), 0), ((c,), 0), ((fh,), 0), ((fw,), 0)),
             (((b,), 0), ((f,), 0), ((oh,), 0), ((ow,), 0)))
+
+
+# A depthwise conv's Spec dims: [b, c, oh, ow, fh, fw] (one filter per channel, its only
+# reductions the taps); its params as Conv's.
+DEPTHWISE_DIMS = ("b", "c", "oh", "ow", "fh", "fw")
+
+
+def _depthwise_map(rank: int, params: Params) -> OperandMap:
+    """image [b, c, h, w], filters [c, 1, fh, fw] (torch's weight at groups = c), out
+    [b, c, oh, ow]; the image's rows as Conv's."""
+    stride, pad, hrem, wrem = params
+    b, c, oh, ow, fh, fw = range(6)
+
+    def rows(o: int, k: int, rem: int) -> OperandDim:
+        return ((o,) * stride + (k,), -stride - 2 * pad + rem)
+    return ((((b,), 0), ((c,), 0), rows(oh, fh, hrem), rows(ow, fw, wrem)),
+            (((c,), 0), ((), 1), ((fh,), 0), ((fw,), 0)),
+            (((b,), 0), ((c,), 0), ((oh,), 0), ((ow,), 0)))
 
 
 def _transpose_map(rank: int, params: Params) -> OperandMap:
@@ -490,6 +510,25 @@ def conv2d_numpy(x: np.ndarray, w: np.ndarray, stride: int, pad: int) -> np.ndar
     return np.einsum("bchwij,fcij->bfhw", win, w, optimize=True)
 
 
+def depthwise_numpy(x: np.ndarray, w: np.ndarray, stride: int, pad: int) -> np.ndarray:
+    """torch's ``conv2d(x, w, groups=C)`` with ``w`` of ``C x 1 x KH x KW``, in numpy."""
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    fh, fw = w.shape[2:]
+    win = np.lib.stride_tricks.sliding_window_view(xp, (fh, fw), axis=(2, 3))
+    win = win[:, :, ::stride, ::stride]
+    return np.einsum("bchwij,cij->bchw", win, w[:, 0], optimize=True)
+
+
+def _depthwise_ref(params, ins, out):
+    np.copyto(out, depthwise_numpy(_widened(out, ins[0]), _widened(out, ins[1]), *params[:2]))
+    return out
+
+
+def _depthwise_accum_ref(params, ins, out):
+    out += depthwise_numpy(_widened(out, ins[0]), _widened(out, ins[1]), *params[:2])
+    return out
+
+
 def _conv_ref(params, ins, out):
     np.copyto(out, conv2d_numpy(_widened(out, ins[0]), _widened(out, ins[1]), *params[:2]))
     return out
@@ -661,6 +700,17 @@ KINDS: dict[PrimKind, KindInfo] = {
         "ConvAccum", CONV_PARAMS, ("image", "filters", "out"), (0, 1, 2), (2,), (7, 7),
         _conv_map, "Conv", 0, _conv_accum_ref, flops_per_point=2, accumulates=True,
         lowered=True, doc="out += conv2d(image, filters)"),
+    # One filter per channel (torch's groups = C), lowered onto matmuls over its taps
+    # (``morello.rewrites.depthwise``).
+    PrimKind.DEPTHWISE: KindInfo(
+        "Depthwise", CONV_PARAMS, ("image", "filters", "out"), (0, 1), (2,), (6, 6),
+        _depthwise_map, "Depthwise", 1, _depthwise_ref, flops_per_point=2,
+        accum=PrimKind.DEPTHWISE_ACCUM, init=0.0, lowered=True,
+        doc="out = conv2d(image, filters, groups=C) (NCHW, [C, 1, KH, KW])"),
+    PrimKind.DEPTHWISE_ACCUM: KindInfo(
+        "DepthwiseAccum", CONV_PARAMS, ("image", "filters", "out"), (0, 1, 2), (2,), (6, 6),
+        _depthwise_map, "Depthwise", 0, _depthwise_accum_ref, flops_per_point=2,
+        accumulates=True, lowered=True, doc="out += conv2d(image, filters, groups=C)"),
     # A conv's per-channel bias: rhs a vector along dim, repeated over every other dim.
     PrimKind.ADD_CHANNEL: KindInfo(
         "AddChannel", ("dim",), ("lhs", "rhs", "out"), (0, 1), (2,), (1, MAX_RANK),

@@ -19,17 +19,19 @@ from morello.rewrites.base import Expansion, RewriteError
 from morello.rewrites.bufferize import Bufferize, bufferize_actions
 from morello.rewrites.conv import ConvLower, conv_actions
 from morello.rewrites.decompose import Decompose, decompose_actions
+from morello.rewrites.depthwise import DepthwiseLower, depthwise_actions
 from morello.rewrites.move import Move, operand_moves
 from morello.rewrites.select import Select, select_actions
 from morello.rewrites.tile import Split, TileOut, split_actions, tile_actions
 from morello.specs import Spec
 
-Action = TileOut | Split | Move | ToAccum | Select | Decompose | Bufferize | ConvLower
+Action = (TileOut | Split | Move | ToAccum | Select | Decompose | Bufferize | ConvLower
+          | DepthwiseLower)
 
 __all__ = [
-    "Action", "Bufferize", "ConvLower", "Decompose", "Expansion", "Move", "RewriteError", "Select",
-    "Split", "TileOut", "ToAccum", "action_groups", "action_in_group", "actions",
-    "group_makers",
+    "Action", "Bufferize", "ConvLower", "Decompose", "DepthwiseLower", "Expansion", "Move",
+    "RewriteError", "Select", "Split", "TileOut", "ToAccum", "action_groups",
+    "action_in_group", "actions", "group_makers", "lowerings",
 ]
 
 
@@ -49,7 +51,7 @@ def group_makers(spec: Spec, target: Target) -> list:
     that group alone (``action_in_group``)."""
     kind = spec.kind
     if kind.info.lowered:
-        return [functools.partial(conv_actions, spec, target)]
+        return [functools.partial(lowerings, spec, target)]
     makers: list = [functools.partial(operand_moves, kind, i, t, target)
                     for i, t in enumerate(spec.operands)]
     makers.append(functools.partial(tile_actions, spec, target))
@@ -60,8 +62,13 @@ def group_makers(spec: Spec, target: Target) -> list:
     makers.append(functools.partial(decompose_actions, spec, target))
     makers.append(functools.partial(bufferize_actions, spec, target))
     if isinstance(kind, Chain) and kind.lowered:  # its first step a conv: lowered whole
-        makers.append(functools.partial(conv_actions, spec, target))
+        makers.append(functools.partial(lowerings, spec, target))
     return makers
+
+
+def lowerings(spec: Spec, target: Target) -> list[ConvLower | DepthwiseLower]:
+    """The lowerings of a conv, a depthwise conv, or a chain whose first step is one."""
+    return [*conv_actions(spec, target), *depthwise_actions(spec, target)]
 
 
 def _to_accum() -> tuple[ToAccum]:

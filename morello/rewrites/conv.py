@@ -99,6 +99,7 @@ class ConvLower:
     padded grid (stride 1)."""
 
     variant: str = "rows"
+    KINDS = _KINDS
 
     @property
     def merged(self) -> bool:
@@ -328,15 +329,16 @@ def _matrix(shape: tuple[int, int], t: TensorSpec, contig: int) -> TensorSpec:
         PhysDim(d) for d in range(3))), contig).canonical()
 
 
-def _plan_chain(lower: ConvLower, spec: Spec, target: Target) -> _Plan | None:
-    """A chain whose first step (its innermost component) is a conv: the conv lowered as
+def _plan_chain(lower, spec: Spec, target: Target) -> _Plan | None:
+    """A chain whose first step (its innermost component) is a conv (of one of ``lower``'s
+    ``KINDS``, a ConvLower's or a DepthwiseLower's): the conv lowered as
     alone, its output kept in the lowering's buffer, and the chain's other steps reading
     that buffer where the conv alone would copy it out (one pass over the output fewer
     than a conv and then its steps)."""
     ch = spec.kind
     assert isinstance(ch, compose.Chain)
     last = len(ch.components) - 1
-    if ch.components[last].kind not in _KINDS \
+    if ch.components[last].kind not in lower.KINDS \
             or any(o.level is not Level.GL for o in spec.operands):
         return None
     kind, params, dims = compose.sub_chain(ch, last, last + 1)

@@ -1,0 +1,240 @@
+"""DepthwiseLower: a depthwise conv (one filter per channel) as matmuls over its taps.
+
+Each channel of an NCHW image is a plane of its own, and its output plane is a sum of the
+plane's shifted copies, one per tap, scaled by that tap's weight. Both lowerings make each
+filter row's ``FW`` taps the reduction of a matmul over views whose rows overlap:
+
+``grid`` (stride 1): the output is computed on the grid of the (padded) image,
+``P`` columns a row (the image's width, or the padded copy's). Pixel ``m`` of the grid
+reads the plane at ``m + fh*P + fw``, so for each filter row ``fh`` it is one matmul
+``[1, 1, FW, M]``: ``w[c, 0, fh, :] @ X`` with ``X[fw, m] = plane[m + fh*P + fw]`` (rows one
+element apart), a broadcast of each weight times vectors of pixels. The valid pixels (the
+first ``OW`` columns of each row) are copied out. (The code takes any stride, on the
+stride-1 grid, but ``stride**2`` times the work lost to ``taps`` wherever it was timed.)
+
+``rows`` (stride 1): ``grid`` one output row at a time, ``[1, 1, FW, OW]`` per filter row,
+written into the output in place: no copy out, one matmul per row and filter row.
+
+``taps`` (any stride): for each output row and filter row one matmul ``[1, OW, FW, 1]``: the windows
+of an image row (``X[ow, fw] = row[ow*stride + fw]``) times the filter row, written into the
+output row in place: no grid and no copy out, but a vector of one output.
+
+All three lower one plane: ``planes`` lowers a depthwise conv of several to a loop over them,
+each a Depthwise of its own, so that a plane's padded copy and output stay in L1. They read
+NCHW images and ``[C, 1, KH, KW]`` filters in place (a padded image is copied into a zeroed
+buffer first) and write NCHW outputs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from morello import compose
+from morello.kinds import PrimKind
+from morello.memory import Level, Target
+from morello.nodes import Nest, View
+from morello.rewrites.base import Expansion
+from morello.rewrites.conv import NCHW, _as, _Builder, _c, _matrix, _Plan, _plan_chain
+from morello.specs import Spec
+from morello.tensorspec import TensorSpec, fresh
+
+__all__ = ["DepthwiseLower", "depthwise_actions", "identity"]
+
+_KINDS = (PrimKind.DEPTHWISE, PrimKind.DEPTHWISE_ACCUM)
+VARIANTS = ("planes", "grid", "taps", "rows")
+
+
+@dataclass(frozen=True, slots=True)
+class DepthwiseLower:
+    """Lower a Depthwise (DepthwiseAccum) conv to matmuls over its taps: ``grid`` on the
+    stride-1 grid of each plane, ``taps`` a row of windows at a time (module docstring)."""
+
+    variant: str = "grid"
+    KINDS = _KINDS
+
+    def plan(self, spec: Spec, target: Target) -> _Plan | None:
+        if isinstance(spec.kind, compose.Chain):
+            return _plan_chain(self, spec, target)
+        return self._plan(spec, target, False)
+
+    def _plan(self, spec: Spec, target: Target, own_out: bool) -> _Plan | None:
+        """``own_out``: the output is written through a buffer of the lowering's own,
+        copied out by its last child (which ``conv._plan_chain`` replaces)."""
+        if spec.kind not in _KINDS or any(o.level is not Level.GL for o in spec.operands):
+            return None
+        if any(_as(t, NCHW) != t for t in spec.operands):
+            return None
+        planes = spec.shape[0] * spec.shape[1]
+        if (self.variant == "planes") != (planes > 1):
+            return None  # many planes: one at a time; one plane: its matmuls
+        if self.variant == "planes":
+            return _plan_planes(spec, own_out)
+        if self.variant == "grid":
+            # At a stride the grid is ``stride**2`` times the output: 56² at stride 2
+            # ran at half the speed of ``taps`` (docs/model-notes.md).
+            return _plan_grid(spec, own_out) if spec.params[0] == 1 else None
+        if self.variant == "rows":
+            return _plan_rows(spec, own_out)
+        return _plan_taps(spec, own_out)
+
+    def expand(self, spec: Spec, target: Target) -> Expansion | None:
+        p = self.plan(spec, target)
+        if p is None:
+            return None
+        return Expansion(p.children, p.coefs, p.const, p.own)
+
+    def apply(self, spec: Spec, target: Target) -> Nest:
+        p = self.plan(spec, target)
+        assert p is not None  # apply follows a successful expand
+        return Nest(p.allocs, p.steps)
+
+    def __str__(self) -> str:
+        return f"DepthwiseLower({self.variant})"
+
+
+def _plan_planes(spec: Spec, own_out: bool) -> _Plan:
+    """One plane (image channel) at a time: each a Depthwise of its own, so that its
+    padded copy and its output stay in L1 between the passes its lowering makes over
+    them (the model prices main memory the same at any size; docs/model-notes.md)."""
+    b, c = spec.shape[:2]
+    nest = _Builder(spec)
+    ysrc, y = 2, spec.operands[2]
+    if own_out:
+        y = fresh(y.shape, y.dtype, Level.GL, NCHW)
+        ysrc = nest.buffer(y)
+    plane = (_c(0, (0, 1)), _c(0, (1, 1)), _c(0), _c(0))
+    one = tuple(t.tile((1, 1, *t.shape[2:])) for t in spec.operands)
+    nest.child(spec.kind, (one[0], spec.operands[1].tile((1, *one[1].shape[1:])), one[2]),
+               (View(0, plane), View(1, (_c(0, (1, 1)), _c(0), _c(0), _c(0))),
+                View(ysrc, plane)), spec.params, loops=(b, c),
+               shape=(1, 1, *spec.shape[2:]))
+    if own_out:
+        nest.child(PrimKind.MOVE, (y, spec.operands[2]), (View(ysrc), View(2)))
+    return nest.plan()
+
+
+def _padded(nest: _Builder, spec: Spec) -> tuple[int, TensorSpec]:
+    """The image as the windows read it: in place when unpadded, else copied into a
+    zeroed NCHW buffer as far as the windows reach. ``(view source, tensor)``."""
+    stride, pad = spec.params[:2]
+    b, c, oh, ow, fh, fw = spec.shape
+    image = spec.operands[0]
+    if not pad:
+        return 0, image
+    hp, wp = stride * (oh - 1) + fh, stride * (ow - 1) + fw
+    xp = fresh((b, c, hp, wp), image.dtype, Level.GL, NCHW)
+    src = nest.buffer(xp)
+    h, w = image.shape[2:]
+    used = (b, c, min(h, hp - pad), min(w, wp - pad))
+    nest.child(PrimKind.FILL, (xp,), (View(src),), (0.0,))
+    nest.child(PrimKind.MOVE, (image.tile(used), xp.tile(used)),
+               (View(0), View(src, (_c(0), _c(0), _c(pad), _c(pad)))))
+    return src, xp
+
+
+def _plan_grid(spec: Spec, own_out: bool) -> _Plan:
+    stride = spec.params[0]
+    b, c, oh, ow, fh, fw = spec.shape
+    filters, out = spec.operands[1:]
+    nest = _Builder(spec)
+    src, xp = _padded(nest, spec)
+    p = xp.shape[3]  # the grid's row: the image's
+    gh = stride * (oh - 1) + 1  # the grid's rows through the last valid one
+    m = (gh - 1) * p + stride * (ow - 1) + 1  # through the last valid pixel
+    ysrc, y = 2, out
+    every = stride == 1 and p == ow and not own_out
+    if not every:
+        y = fresh((b, c, gh, p), out.dtype, Level.GL, NCHW)
+        ysrc = nest.buffer(y)
+    # The output's pixels among the grid's: rows and columns ``stride`` apart.
+    plane = gh * p
+    picks = (c * plane, plane, stride * p, stride)
+    valid = TensorSpec(out.shape, out.dtype, Level.GL, NCHW, 1 if stride == 1 else 0
+                       ).canonical()
+    if spec.kind is PrimKind.DEPTHWISE or not every:  # the grid's other pixels zeroed too
+        nest.child(PrimKind.FILL, (y,), (View(ysrc),), (0.0,))
+    if spec.kind is PrimKind.DEPTHWISE_ACCUM and not every:
+        nest.child(PrimKind.MOVE, (out, valid), (View(2), View(ysrc, None, picks)))
+    lhs = _matrix((1, fw), filters, 3)
+    rhs = _matrix((fw, m), xp, 1)
+    res = _matrix((1, m), y, 3)
+    views = (View(1, (_c(0, (1, 1)), _c(0), _c(0, (2, 1)), _c(0)), (0, fw, 1)),
+             View(src, (_c(0, (0, 1)), _c(0, (1, 1)), _c(0, (2, 1)), _c(0)), (0, 1, 1)),
+             View(ysrc, (_c(0, (0, 1)), _c(0, (1, 1)), _c(0), _c(0)), (0, m, 1)))
+    nest.child(PrimKind.MATMUL_ACCUM, (lhs, rhs, res), views, loops=(b, c, fh),
+               shape=(1, 1, fw, m))
+    if not every:
+        nest.child(PrimKind.MOVE, (valid, out), (View(ysrc, None, picks), View(2)))
+    return nest.plan()
+
+
+def _plan_rows(spec: Spec, own_out: bool) -> _Plan | None:
+    """``rows`` (stride 1): ``grid`` one output row at a time, written in place."""
+    stride = spec.params[0]
+    if stride != 1:
+        return None  # the windows' columns would be ``stride`` apart: no vectors
+    b, c, oh, ow, fh, fw = spec.shape
+    filters, out = spec.operands[1:]
+    nest = _Builder(spec)
+    src, xp = _padded(nest, spec)
+    ysrc, y = _output(nest, spec, own_out)
+    lhs = _matrix((1, fw), filters, 3)
+    rhs = _matrix((fw, ow), xp, 1)
+    res = _matrix((1, ow), y, 3)
+    views = (View(1, (_c(0, (1, 1)), _c(0), _c(0, (3, 1)), _c(0)), (0, fw, 1)),
+             View(src, (_c(0, (0, 1)), _c(0, (1, 1)), _c(0, (2, 1), (3, 1)), _c(0)), (0, 1, 1)),
+             View(ysrc, (_c(0, (0, 1)), _c(0, (1, 1)), _c(0, (2, 1)), _c(0)), (0, ow, 1)))
+    nest.child(PrimKind.MATMUL_ACCUM, (lhs, rhs, res), views, loops=(b, c, oh, fh),
+               shape=(1, 1, fw, ow))
+    if own_out:
+        nest.child(PrimKind.MOVE, (y, out), (View(ysrc), View(2)))
+    return nest.plan()
+
+
+def _output(nest: _Builder, spec: Spec, own_out: bool) -> tuple[int, TensorSpec]:
+    """The output the matmuls accumulate into, zeroed (or holding the output, for an
+    accumulating kind): in place, or a buffer of the lowering's own (``own_out``)."""
+    out = spec.operands[2]
+    ysrc, y = 2, out
+    if own_out:
+        y = fresh(out.shape, out.dtype, Level.GL, NCHW)
+        ysrc = nest.buffer(y)
+    if spec.kind is PrimKind.DEPTHWISE:
+        nest.child(PrimKind.FILL, (y,), (View(ysrc),), (0.0,))
+    elif own_out:
+        nest.child(PrimKind.MOVE, (out, y), (View(2), View(ysrc)))
+    return ysrc, y
+
+
+def _plan_taps(spec: Spec, own_out: bool) -> _Plan:
+    stride = spec.params[0]
+    b, c, oh, ow, fh, fw = spec.shape
+    filters, out = spec.operands[1:]
+    nest = _Builder(spec)
+    src, xp = _padded(nest, spec)
+    ysrc, y = _output(nest, spec, own_out)
+    lhs = _matrix((ow, fw), xp, 3 if stride == fw else 1)
+    rhs = _matrix((fw, 1), filters, 3)
+    res = _matrix((ow, 1), y, 3)
+    views = (View(src, (_c(0, (0, 1)), _c(0, (1, 1)), _c(0, (2, stride), (3, 1)), _c(0)),
+                  (0, stride, 1)),
+             View(1, (_c(0, (1, 1)), _c(0), _c(0, (3, 1)), _c(0)), (0, 1, 1)),
+             View(ysrc, (_c(0, (0, 1)), _c(0, (1, 1)), _c(0, (2, 1)), _c(0)), (0, 1, 1)))
+    nest.child(PrimKind.MATMUL_ACCUM, (lhs, rhs, res), views, loops=(b, c, oh, fh),
+               shape=(1, ow, fw, 1))
+    if own_out:
+        nest.child(PrimKind.MOVE, (y, out), (View(ysrc), View(2)))
+    return nest.plan()
+
+
+def depthwise_actions(spec: Spec, target: Target) -> list[DepthwiseLower]:
+    """A depthwise conv's lowerings; a chain's too when its first step is one."""
+    kind = spec.kind
+    if kind not in _KINDS and not (isinstance(kind, compose.Chain)
+                                   and kind.components[-1].kind in _KINDS):
+        return []
+    return [DepthwiseLower(v) for v in VARIANTS]
+
+
+def identity() -> list:
+    """What depthwise action indices depend on (for the actions fingerprint)."""
+    return [[k.name for k in _KINDS], list(VARIANTS), str(NCHW)]
