@@ -1,14 +1,15 @@
 """Convolutions: morello's programs next to im2col + numpy's matmul and torch's conv2d, on
 one thread, with the FMA peak of each target's vectors measured in the same rounds.
 
-    python benchmarks/conv.py [--rounds 5] [--layers stem 3x3 1x1 3x3s2 7x7 tiny]
+    python benchmarks/conv.py [--rounds 5] [--layers stem 3x3 1x1 3x3s2 7x7 tiny dw dws2 dw112]
                               [--targets avx2 avx512] [--layout nchw nhwc]
                               [--torch-isa avx2|native]
 
 Each morello program is synthesized, verified against numpy first, and timed inside C
 into one output array; im2col + numpy (the windows gathered into a matrix, one BLAS
-matmul, the output reordered to NCHW) and torch (NCHW tensors, and channels_last for the
-channels-last programs) are timed through Python, each checked against numpy first. All
+matmul, the output reordered to NCHW; not for the depthwise layers) and torch (NCHW
+tensors, and channels_last) are timed through Python, each checked against numpy first.
+The depthwise layers (``groups = C``, MobileNet's) have NCHW programs only. All
 timers run in each of ``--rounds`` interleaved rounds; the table gives medians, GFLOP/s,
 the fraction of the peak, and the median per-round ratios to the peers. torch is held
 to AVX2 when only AVX2 programs are timed, so that both sides use the same vector width:
@@ -37,17 +38,21 @@ from timers import (
 )
 
 import morello
-from morello.kinds import conv2d_numpy
+from morello.kinds import conv2d_numpy, depthwise_numpy
 from morello.memory import TARGETS, host_lacks
 
-# name -> (n, c, h, w, f, kh, kw, stride, pad): ResNet-50's layers and a tiny conv.
+# name -> (n, c, h, w, f, kh, kw, stride, pad, groups): ResNet-50's layers, a tiny conv,
+# and MobileNet-v1's depthwise 3x3s (128 channels at 56², at stride 1 and 2; 32 at 112²).
 LAYERS = {
-    "stem": (1, 3, 224, 224, 64, 7, 7, 2, 3),
-    "3x3": (1, 64, 56, 56, 64, 3, 3, 1, 1),
-    "1x1": (1, 256, 56, 56, 64, 1, 1, 1, 0),
-    "3x3s2": (1, 128, 56, 56, 128, 3, 3, 2, 1),
-    "7x7": (1, 512, 7, 7, 512, 3, 3, 1, 1),
-    "tiny": (1, 4, 32, 32, 8, 3, 3, 1, 1),
+    "stem": (1, 3, 224, 224, 64, 7, 7, 2, 3, 1),
+    "3x3": (1, 64, 56, 56, 64, 3, 3, 1, 1, 1),
+    "1x1": (1, 256, 56, 56, 64, 1, 1, 1, 0, 1),
+    "3x3s2": (1, 128, 56, 56, 128, 3, 3, 2, 1, 1),
+    "7x7": (1, 512, 7, 7, 512, 3, 3, 1, 1, 1),
+    "tiny": (1, 4, 32, 32, 8, 3, 3, 1, 1, 1),
+    "dw": (1, 128, 56, 56, 128, 3, 3, 1, 1, 128),
+    "dws2": (1, 128, 56, 56, 128, 3, 3, 2, 1, 128),
+    "dw112": (1, 32, 112, 112, 32, 3, 3, 1, 1, 32),
 }
 
 
@@ -89,17 +94,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         db = str(Path(d) / "conv.sqlite")
         for name in args.layers:
-            n, c, h, w, f, kh, kw, stride, pad = LAYERS[name]
+            n, c, h, w, f, kh, kw, stride, pad, groups = LAYERS[name]
             rng = np.random.default_rng(0)
             x = rng.uniform(-1, 1, (n, c, h, w)).astype(np.float32)
-            wt = rng.uniform(-1, 1, (f, c, kh, kw)).astype(np.float32)
-            want = conv2d_numpy(x, wt, stride, pad)
+            wt = rng.uniform(-1, 1, (f, c // groups, kh, kw)).astype(np.float32)
+            want = (conv2d_numpy if groups == 1 else depthwise_numpy)(x, wt, stride, pad)
             timers, searches = {}, {}
             for tgt in targets:
-                for lay in args.layout:
+                for lay in args.layout if groups == 1 else ["nchw"]:
                     t0 = time.perf_counter()
                     spec = morello.conv2d(n, c, h, w, f, kh, kw, stride=stride, pad=pad,
-                                          layout=lay, target=tgt)
+                                          groups=groups, layout=lay, target=tgt)
                     prog = morello.synthesize(spec, target=tgt, db=db)
                     searches[f"{tgt} {lay}"] = time.perf_counter() - t0
                     fn = prog.compile()
@@ -111,21 +116,23 @@ def main() -> None:
                     out = fn(*ins)
                     np.testing.assert_allclose(out, want, rtol=1e-3, atol=1e-3)
                     timers[f"morello {tgt} {lay}"] = c_timer(fn, ins, out)
-            got = im2col_numpy(x, wt, stride, pad)
-            np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
-            timers["im2col+numpy"] = py_timer(lambda x=x, wt=wt, s=stride, p=pad:
-                                              im2col_numpy(x, wt, s, p))
+            if groups == 1:
+                got = im2col_numpy(x, wt, stride, pad)
+                np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
+                timers["im2col+numpy"] = py_timer(lambda x=x, wt=wt, s=stride, p=pad:
+                                                  im2col_numpy(x, wt, s, p))
             if torch is not None:
                 tx, tw = torch.from_numpy(x), torch.from_numpy(wt)
-                assert np.allclose(conv(tx, tw, stride=stride, padding=pad).numpy(), want,
-                                   rtol=1e-3, atol=1e-3)
-                timers["torch nchw"] = py_timer(lambda tx=tx, tw=tw, s=stride, p=pad:
-                                                conv(tx, tw, stride=s, padding=p))
+                assert np.allclose(conv(tx, tw, stride=stride, padding=pad, groups=groups).numpy(),
+                                   want, rtol=1e-3, atol=1e-3)
+                timers["torch nchw"] = py_timer(lambda tx=tx, tw=tw, s=stride, p=pad, g=groups:
+                                                conv(tx, tw, stride=s, padding=p, groups=g))
                 cx = tx.contiguous(memory_format=torch.channels_last)
                 cw = tw.contiguous(memory_format=torch.channels_last)
                 timers["torch channels_last"] = py_timer(
-                    lambda cx=cx, cw=cw, s=stride, p=pad: conv(cx, cw, stride=s, padding=p))
-            flops = 2 * n * f * c * kh * kw * want.shape[2] * want.shape[3]
+                    lambda cx=cx, cw=cw, s=stride, p=pad, g=groups:
+                    conv(cx, cw, stride=s, padding=p, groups=g))
+            flops = 2 * n * f * (c // groups) * kh * kw * want.shape[2] * want.shape[3]
             rows.append((name, flops, timers, searches))
         times, peak = interleaved_rounds([r[2] for r in rows], peak_of, args.rounds)
     print("this run: FMA peak of one core " + ", ".join(

@@ -29,10 +29,11 @@ operations (OP SIZES...):
   max|sum S1 [...] --dim D      dst = reduction of src along D (dst keeps D with size 1)
   softmax S1 [...] [--dim D]    dst = exp(src - max) / sum(exp(src - max)) along D
                                 (default: the last dim)
-  conv N C H W F KH KW [--stride S] [--pad P] [--layout nchw|nhwc]
+  conv N C H W F KH KW [--stride S] [--pad P] [--layout nchw|nhwc] [--groups G]
                                 torch's conv2d(x, weight) without bias: x NxCxHxW, weight
                                 FxCxKHxKW, out NxFxOHxOW (NCHW; nhwc: channels-last x and
-                                out, weight KHxKWxCxF)
+                                out, weight KHxKWxCxF); --groups C with F = C: depthwise
+                                (weight Cx1xKHxKW, NCHW)
   attention SEQ DIM             softmax(Q @ Kt) @ V (Q, V SEQxDIM, Kt DIMxSEQ): a chain
   chain 'STEP | STEP ...'       steps run left to right, each reading the previous
                                 step's output. The first step is an operation as above
@@ -40,7 +41,7 @@ operations (OP SIZES...):
                                 previous output does not fix: `matmul N` (the output
                                 is its lhs), `softmax [D]`, `bias [D]`, `relu`,
                                 `add`, `mul`, `max D`, `sum D`; after a conv (its
-                                --stride, --pad, --layout in its step), `bias` is one
+                                --stride, --pad, --layout, --groups in its step), `bias` is one
                                 per channel and `add` a residual. Examples:
                                 chain 'matmul 128 64 128 | softmax | matmul 64'
                                 chain 'matmul 256 256 256 | bias | relu'
@@ -56,6 +57,7 @@ examples:
   morello bench softmax 128 1024         row softmax (decomposed by the search)
   morello bench attention 128 64         the attention chain (fused by the search)
   morello bench conv 1 64 56 56 64 3 3 --pad 1   a ResNet 3x3 layer, next to im2col+numpy
+  morello bench conv 1 128 56 56 128 3 3 --pad 1 --groups 128   a MobileNet depthwise layer
   morello run chain 'matmul 64 32 64 | relu'   a matmul with its relu fused
   morello bench matmul 1 2048 16384 --dtypes f32,bf16,f32   x @ W, bf16 weights W
   morello bench matmul 1 2048 16384 --dtypes f32,bf16,f32 --rhs-layout cm
@@ -123,6 +125,9 @@ def _add_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pad", type=_int, default=0, metavar="P",
                    help="conv only: zero padding on each side of both spatial dims "
                         "(default 0)")
+    p.add_argument("--groups", type=_int, default=1, metavar="G",
+                   help="conv only: 1 (default) or C, a depthwise conv (one filter per "
+                        "channel: F = C, weight Cx1xKHxKW, NCHW)")
     p.add_argument("--layout", default="nchw", choices=("nchw", "nhwc"),
                    help="conv only: NCHW image and output, OIHW weights (default, as "
                         "torch), or nhwc: channels-last image and output, HWIO weights")
@@ -264,16 +269,19 @@ def _spec(args):
     kind, make = OPERATIONS[op]
     params = kind.info.params
     kw = dict(dtype=args.dtype, target=args.target, serial=args.threads == 1)
-    conv_flags = args.stride != 1 or args.pad != 0 or args.layout != "nchw"
+    conv_flags = args.stride != 1 or args.pad != 0 or args.layout != "nchw" \
+        or args.groups != 1
     if op == "conv":
         if len(args.sizes) != 7:
             raise MorelloError(f"conv takes seven sizes N C H W F KH KW, got {len(args.sizes)}")
         if args.batch != 1 or args.dtypes is not None or args.rhs_layout != "rm" \
                 or args.saturate or args.dim is not None or args.value != 0.0:
-            raise MorelloError("conv takes --stride, --pad and --layout (the batch is N)")
-        return make(*args.sizes, stride=args.stride, pad=args.pad, layout=args.layout, **kw)
+            raise MorelloError("conv takes --stride, --pad, --layout and --groups (the batch "
+                               "is N)")
+        return make(*args.sizes, stride=args.stride, pad=args.pad, layout=args.layout,
+                    groups=args.groups, **kw)
     if conv_flags:
-        raise MorelloError("--stride, --pad and --layout are for conv only")
+        raise MorelloError("--stride, --pad, --layout and --groups are for conv only")
     if op == "matmul":
         if len(args.sizes) != 3:
             raise MorelloError(f"matmul takes three sizes M K N, got {len(args.sizes)}")
@@ -348,9 +356,10 @@ def _chain_spec(args):
     sub = argparse.Namespace(**vars(args))
     sub.op, sub.sizes = first[0], []
     words = iter(first[1:])
-    for w in words:  # the first step may carry its flags (a conv's --stride, --pad, --layout)
+    for w in words:  # the first step may carry its flags (a conv's --stride, --pad, ...)
         flag, eq, val = w.partition("=")
-        if flag in ("--dim", "--batch", "--value", "--stride", "--pad", "--layout"):
+        if flag in ("--dim", "--batch", "--value", "--stride", "--pad", "--layout",
+                    "--groups"):
             val = val if eq else next(words, "")
             try:
                 setattr(sub, flag[2:], val if flag == "--layout" else

@@ -277,8 +277,8 @@ BLOCKS = (("bias",), ("relu",), ("bias", "relu"), ("add", "relu"), ("add",))
 
 def random_conv(rng: np.random.Generator, serial: bool = True, block: bool = False):
     """(Spec, threads): a conv of small odd sizes, any kernel, stride and padding that
-    leave an output, either layout; with ``block``, a chain of it and later steps
-    (``morello.conv_block``)."""
+    leave an output, either layout, a quarter of them depthwise; with ``block``, a chain
+    of it and later steps (``morello.conv_block``)."""
     from morello.api import conv2d, conv_block
     from morello.errors import SpecError
 
@@ -290,14 +290,17 @@ def random_conv(rng: np.random.Generator, serial: bool = True, block: bool = Fal
         stride = int(rng.choice([1, 1, 2, rng.integers(1, 4)]))
         pad = int(rng.integers(0, max(kh, kw)))
         layout = str(rng.choice(["nchw", "nhwc"]))
+        groups = 1
+        if c > 1 and rng.random() < 0.25:  # depthwise: one filter per channel, NCHW
+            groups, f, layout = c, c, "nchw"
         try:
             if block:
                 steps = BLOCKS[int(rng.integers(len(BLOCKS)))]
                 spec = conv_block(n, c, h, w, f, kh, kw, steps=steps, stride=stride, pad=pad,
-                                  serial=serial, layout=layout)
+                                  groups=groups, serial=serial, layout=layout)
             else:
-                spec = conv2d(n, c, h, w, f, kh, kw, stride=stride, pad=pad, serial=serial,
-                              layout=layout)
+                spec = conv2d(n, c, h, w, f, kh, kw, stride=stride, pad=pad, groups=groups,
+                              serial=serial, layout=layout)
         except SpecError:
             continue
         return spec, 1 if serial else 2

@@ -25,6 +25,8 @@ SPECS = {
     "softmax 4x6 dim 0": lambda: morello.softmax(4, 6, dim=0),
     "bias 6x9": lambda: morello.add_bias(6, 9),
     "conv 1x3x6x6 4x3x3 pad 1": lambda: morello.conv2d(1, 3, 6, 6, 4, 3, 3, pad=1),
+    "conv 2x4x7x7 4x3x3 pad 1 groups 4 (depthwise)":
+        lambda: morello.conv2d(2, 4, 7, 7, 4, 3, 3, pad=1, groups=4),
     "channel-bias 2x5x3x4": lambda: morello.channel_bias(2, 5, 3, 4),
     "chain relu(bias(conv 1x3x6x6 4x3x3))": lambda: morello.conv_block(1, 3, 6, 6, 4, 3, 3),
     "chain relu(matmul 5x7x6)": lambda: morello.chain(morello.matmul(5, 7, 6),

@@ -19,7 +19,9 @@ def _roots(target: str):
               morello.conv2d(1, 4, 6, 6, 8, 1, 1, layout="nhwc", target=target),
               morello.conv_block(1, 3, 6, 6, 5, 3, 3, pad=1, target=target),
               morello.conv_block(1, 4, 6, 6, 8, 1, 1, steps=("add", "relu"), layout="nhwc",
-                                 target=target)]
+                                 target=target),
+              morello.conv2d(1, 3, 7, 6, 3, 3, 3, pad=1, groups=3, target=target),
+              morello.conv_block(2, 4, 7, 7, 4, 3, 3, stride=2, groups=4, target=target)]
     return specs
 
 

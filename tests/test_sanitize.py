@@ -63,6 +63,12 @@ SPECS = [
     ("bias 13x21", lambda: morello.add_bias(13, 21), 1),
     ("conv 2x3x7x6 5x3x3 pad 1", lambda: morello.conv2d(2, 3, 7, 6, 5, 3, 3, pad=1), 1),
     ("conv 1x4x9x9 3x3x3 stride 2", lambda: morello.conv2d(1, 4, 9, 9, 3, 3, 3, stride=2), 1),
+    ("conv 2x5x9x8 5x3x3 stride 2 pad 1 groups 5", lambda: morello.conv2d(
+        2, 5, 9, 8, 5, 3, 3, stride=2, pad=1, groups=5), 1),
+    ("conv 1x3x10x11 3x3x3 pad 1 groups 3",
+     lambda: morello.conv2d(1, 3, 10, 11, 3, 3, 3, pad=1, groups=3), 1),
+    ("chain relu(bias(depthwise)) 1x6x7x7 3x3 pad 1", lambda: morello.conv_block(
+        1, 6, 7, 7, 6, 3, 3, pad=1, groups=6), 1),
     ("bias 4x6x9 dim 2", lambda: morello.add_bias(4, 6, 9, dim=2), 1),
     ("channel-bias 2x9x5x3", lambda: morello.channel_bias(2, 9, 5, 3), 1),
     ("channel-bias 1x9x5x3 channels-last",
