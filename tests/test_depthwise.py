@@ -190,3 +190,15 @@ def test_every_depthwise_block_matches_numpy(case, steps, tmp_path):
     assert whole.impl.children[-1].spec.kind == compose.sub_chain(spec.kind, 0, len(steps))[0]
     ok, err = whole.verify()
     assert ok, err
+
+
+@pytest.mark.isa("avx2", "fma")
+def test_threads_run_the_planes_in_parallel(tmp_path):
+    spec = morello.conv2d(1, 16, 12, 12, 16, 3, 3, pad=1, groups=16)
+    one = morello.synthesize(spec, db=tmp_path / "a.sqlite")
+    two = morello.synthesize(spec, threads=2, db=tmp_path / "a.sqlite")
+    assert "#pragma omp parallel" not in one.c_source
+    assert "#pragma omp parallel" in two.c_source
+    assert two.impl.children[0].spec.serial_only  # each plane's program is serial
+    ok, err = two.verify()
+    assert ok, err

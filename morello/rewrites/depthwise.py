@@ -26,9 +26,10 @@ buffer first) and write NCHW outputs.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from morello import compose
+from morello.cost import loop_iterations
 from morello.kinds import PrimKind
 from morello.memory import Level, Target
 from morello.nodes import Nest, View
@@ -67,7 +68,7 @@ class DepthwiseLower:
         if (self.variant == "planes") != (planes > 1):
             return None  # many planes: one at a time; one plane: its matmuls
         if self.variant == "planes":
-            return _plan_planes(spec, own_out)
+            return _plan_planes(spec, target, own_out)
         if self.variant == "grid":
             # At a stride the grid is ``stride**2`` times the output: 56² at stride 2
             # ran at half the speed of ``taps`` (docs/model-notes.md).
@@ -91,25 +92,37 @@ class DepthwiseLower:
         return f"DepthwiseLower({self.variant})"
 
 
-def _plan_planes(spec: Spec, own_out: bool) -> _Plan:
+def _plan_planes(spec: Spec, target: Target, own_out: bool) -> _Plan:
     """One plane (image channel) at a time: each a Depthwise of its own, so that its
     padded copy and its output stay in L1 between the passes its lowering makes over
-    them (the model prices main memory the same at any size; docs/model-notes.md)."""
+    them (the model prices main memory the same at any size; docs/model-notes.md). The
+    channels run in parallel unless the Spec is serial."""
     b, c = spec.shape[:2]
+    kind = spec.kind
+    assert isinstance(kind, PrimKind)
     nest = _Builder(spec)
     ysrc, y = 2, spec.operands[2]
     if own_out:
         y = fresh(y.shape, y.dtype, Level.GL, NCHW)
         ysrc = nest.buffer(y)
-    plane = (_c(0, (0, 1)), _c(0, (1, 1)), _c(0), _c(0))
+    parallel = not spec.serial_only and c > 1
+    lb, lc = (1, 0) if parallel else (0, 1)
+    plane = (_c(0, (lb, 1)), _c(0, (lc, 1)), _c(0), _c(0))
     one = tuple(t.tile((1, 1, *t.shape[2:])) for t in spec.operands)
-    nest.child(spec.kind, (one[0], spec.operands[1].tile((1, *one[1].shape[1:])), one[2]),
-               (View(0, plane), View(1, (_c(0, (1, 1)), _c(0), _c(0), _c(0))),
-                View(ysrc, plane)), spec.params, loops=(b, c),
+    nest.child(kind, (one[0], spec.operands[1].tile((1, *one[1].shape[1:])), one[2]),
+               (View(0, plane), View(1, (_c(0, (lc, 1)), _c(0), _c(0), _c(0))),
+                View(ysrc, plane)), spec.params, loops=(c, b) if parallel else (b, c),
                shape=(1, 1, *spec.shape[2:]))
+    const = 0
+    if parallel:  # the channels across threads, each plane's program serial
+        iters = loop_iterations(c, True, target)
+        nest.children[-1] = replace(nest.children[-1], serial_only=True)
+        nest.steps[-1] = replace(nest.steps[-1], parallel=True)
+        nest.coefs[-1] = iters * b
+        const = target.parallel_setup_cost + target.parallel_iter_cost * iters
     if own_out:
         nest.child(PrimKind.MOVE, (y, spec.operands[2]), (View(ysrc), View(2)))
-    return nest.plan()
+    return replace(nest.plan(), const=const)
 
 
 def _padded(nest: _Builder, spec: Spec) -> tuple[int, TensorSpec]:
