@@ -120,6 +120,8 @@ def test_the_accumulating_twin_adds_into_its_output():
         prog.compile()(x, wt, out=got)
         np.testing.assert_allclose(got, o + depthwise_numpy(x, wt, 1, 1), rtol=1e-5,
                                    atol=1e-5, err_msg=variant)
+        ok, err = prog.verify()  # which starts the output from random values too
+        assert ok, (variant, err)
 
 
 @pytest.mark.isa("avx2", "fma")
