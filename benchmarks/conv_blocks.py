@@ -36,11 +36,11 @@ from timers import (
 )
 
 import morello
-from morello.kinds import conv2d_numpy
+from morello.kinds import conv2d_numpy, depthwise_numpy
 from morello.memory import TARGETS, host_lacks
 
 # The issue's example (16 -> 32 at 20², pad 1) beside conv.py's layers.
-LAYERS = {"issue": (1, 16, 20, 20, 32, 3, 3, 1, 1), **CONV_LAYERS}
+LAYERS = {"issue": (1, 16, 20, 20, 32, 3, 3, 1, 1, 1), **CONV_LAYERS}
 
 
 def main() -> None:
@@ -66,22 +66,22 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         db = str(Path(d) / "blocks.sqlite")
         for name in args.layers:
-            n, c, h, w, f, kh, kw, stride, pad = LAYERS[name]
+            n, c, h, w, f, kh, kw, stride, pad, groups = LAYERS[name]
             rng = np.random.default_rng(0)
             x = rng.uniform(-1, 1, (n, c, h, w)).astype(np.float32)
-            wt = rng.uniform(-1, 1, (f, c, kh, kw)).astype(np.float32)
-            y = conv2d_numpy(x, wt, stride, pad)
+            wt = rng.uniform(-1, 1, (f, c // groups, kh, kw)).astype(np.float32)
+            y = (conv2d_numpy if groups == 1 else depthwise_numpy)(x, wt, stride, pad)
             for block in args.blocks:
                 other = (rng.uniform(-1, 1, (1, f, 1, 1)) if block == "bias"
                          else rng.uniform(-1, 1, y.shape)).astype(np.float32)
                 want = np.maximum(y + other, 0)
                 timers, searches = {}, {}
                 for tgt in targets:
-                    for lay in args.layout:
+                    for lay in args.layout if groups == 1 else ["nchw"]:
                         t0 = time.perf_counter()
                         spec = morello.conv_block(n, c, h, w, f, kh, kw, steps=(block, "relu"),
-                                                  stride=stride, pad=pad, layout=lay,
-                                                  target=tgt)
+                                                  stride=stride, pad=pad, groups=groups,
+                                                  layout=lay, target=tgt)
                         prog = morello.synthesize(spec, target=tgt, db=db)
                         searches[f"{tgt} {lay}"] = time.perf_counter() - t0
                         fn = prog.compile()
@@ -103,18 +103,20 @@ def main() -> None:
                             if block == "add":
                                 to = to.contiguous(memory_format=conv_in)
 
-                        def three(tx=tx, tw=tw, to=to, s=stride, p=pad, F=F):
-                            return torch.relu(F.conv2d(tx, tw, stride=s, padding=p) + to)
+                        def three(tx=tx, tw=tw, to=to, s=stride, p=pad, g=groups, F=F):
+                            return torch.relu(F.conv2d(tx, tw, stride=s, padding=p, groups=g)
+                                              + to)
                         assert np.allclose(three().numpy(), want, rtol=1e-3, atol=1e-3)
                         timers[f"torch {fmt} 3 ops"] = py_timer(three)
                         if block == "bias":
                             tb = to.reshape(f)
 
-                            def two(tx=tx, tw=tw, tb=tb, s=stride, p=pad, F=F):
-                                return F.conv2d(tx, tw, tb, stride=s, padding=p).relu_()
+                            def two(tx=tx, tw=tw, tb=tb, s=stride, p=pad, g=groups, F=F):
+                                return F.conv2d(tx, tw, tb, stride=s, padding=p,
+                                                groups=g).relu_()
                             assert np.allclose(two().numpy(), want, rtol=1e-3, atol=1e-3)
                             timers[f"torch {fmt} conv(bias)+relu_"] = py_timer(two)
-                flops = 2 * n * f * c * kh * kw * y.shape[2] * y.shape[3]
+                flops = 2 * n * f * (c // groups) * kh * kw * y.shape[2] * y.shape[3]
                 rows.append((f"{name} +{block}", flops, timers, searches))
         times, peak = interleaved_rounds([r[2] for r in rows], peak_of, args.rounds)
     print("this run: FMA peak of one core " + ", ".join(
