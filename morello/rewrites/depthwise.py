@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from morello import compose
-from morello.cost import loop_iterations
+from morello.cost import loop_iterations, move_cost, own_units
 from morello.kinds import PrimKind
 from morello.memory import Level, Target
 from morello.nodes import Nest, View
@@ -72,10 +72,12 @@ class DepthwiseLower:
         if self.variant == "grid":
             # At a stride the grid is ``stride**2`` times the output: 56² at stride 2
             # ran at half the speed of ``taps`` (docs/model-notes.md).
-            return _plan_grid(spec, own_out) if spec.params[0] == 1 else None
-        if self.variant == "rows":
-            return _plan_rows(spec, own_out)
-        return _plan_taps(spec, own_out)
+            p = _plan_grid(spec, own_out) if spec.params[0] == 1 else None
+        elif self.variant == "rows":
+            p = _plan_rows(spec, own_out)
+        else:
+            p = _plan_taps(spec, own_out)
+        return p if p is None else _held(p, spec, target)
 
     def expand(self, spec: Spec, target: Target) -> Expansion | None:
         p = self.plan(spec, target)
@@ -123,6 +125,31 @@ def _plan_planes(spec: Spec, target: Target, own_out: bool) -> _Plan:
     if own_out:
         nest.child(PrimKind.MOVE, (y, spec.operands[2]), (View(ysrc), View(2)))
     return replace(nest.plan(), const=const)
+
+
+def _held(p: _Plan, plane: Spec, target: Target) -> _Plan:
+    """``p`` with the tensors its matmuls read and write held in the fastest cache that
+    takes them all (one plane's: its image or padded copy, its output or grid): each
+    such line paid for once, the matmuls' operands in that level. Priced as main memory
+    on every call, they made the matmuls of a row cost 2.7x those of a whole plane per
+    pixel, where both read L1 (docs/model-notes.md)."""
+    calls = [i for i, c in enumerate(p.children) if c.kind is PrimKind.MATMUL_ACCUM]
+    spec = p.children[calls[0]]
+    sources = {v.source for i in calls for v in p.steps[i].operands}
+    tensors = [plane.operands[s] if s >= 0 else p.allocs[-1 - s] for s in sorted(sources)]
+    for level in (Level.L1, Level.L2):
+        units = sum(replace(t, level=level).units(target) for t in tensors)
+        left = spec.limits.subtract(level, units) if units <= target.capacity[level] else None
+        if left is not None:
+            break
+    else:
+        return p
+    children = [replace(c, limits=left) for c in p.children]  # the held lines are taken
+    for i in calls:
+        c = children[i]
+        children[i] = replace(c, operands=tuple(replace(t, level=level) for t in c.operands))
+    const = p.const + sum(move_cost(t, target) for t in tensors)
+    return replace(p, children=tuple(children), const=const, own=own_units(level, units))
 
 
 def _padded(nest: _Builder, spec: Spec) -> tuple[int, TensorSpec]:
