@@ -519,24 +519,22 @@ def depthwise_numpy(x: np.ndarray, w: np.ndarray, stride: int, pad: int) -> np.n
     return np.einsum("bchwij,cij->bchw", win, w[:, 0], optimize=True)
 
 
-def _depthwise_ref(params, ins, out):
-    np.copyto(out, depthwise_numpy(_widened(out, ins[0]), _widened(out, ins[1]), *params[:2]))
-    return out
+def _windows_ref(fn, accum: bool):
+    """The reference of a conv kind computed by ``fn(x, w, stride, pad)``: written into
+    ``out``, or added to it (``accum``)."""
+    def ref(params, ins, out):
+        y = fn(_widened(out, ins[0]), _widened(out, ins[1]), *params[:2])
+        if accum:
+            out += y
+        else:
+            np.copyto(out, y)
+        return out
+    return ref
 
 
-def _depthwise_accum_ref(params, ins, out):
-    out += depthwise_numpy(_widened(out, ins[0]), _widened(out, ins[1]), *params[:2])
-    return out
-
-
-def _conv_ref(params, ins, out):
-    np.copyto(out, conv2d_numpy(_widened(out, ins[0]), _widened(out, ins[1]), *params[:2]))
-    return out
-
-
-def _conv_accum_ref(params, ins, out):
-    out += conv2d_numpy(_widened(out, ins[0]), _widened(out, ins[1]), *params[:2])
-    return out
+_conv_ref, _conv_accum_ref = _windows_ref(conv2d_numpy, False), _windows_ref(conv2d_numpy, True)
+_depthwise_ref = _windows_ref(depthwise_numpy, False)
+_depthwise_accum_ref = _windows_ref(depthwise_numpy, True)
 
 
 def _copy_ref(params, ins, out):

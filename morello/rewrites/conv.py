@@ -92,8 +92,32 @@ class _Plan:
     own: tuple[int, ...] = (0,) * NLEVELS  # units the lowering keeps per level
 
 
+class Lowering:
+    """An action that lowers a kind onto a Nest of other kinds (``plan``, which is None
+    where it does not apply): its expansion and its Nest are the plan's."""
+
+    variant: str
+
+    def plan(self, spec: Spec, target: Target) -> _Plan | None:
+        raise NotImplementedError
+
+    def expand(self, spec: Spec, target: Target) -> Expansion | None:
+        p = self.plan(spec, target)
+        if p is None:
+            return None
+        return Expansion(p.children, p.coefs, p.const, p.own)
+
+    def apply(self, spec: Spec, target: Target) -> Nest:
+        p = self.plan(spec, target)
+        assert p is not None  # apply follows a successful expand
+        return Nest(p.allocs, p.steps)
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}({self.variant})"
+
+
 @dataclass(frozen=True, slots=True)
-class ConvLower:
+class ConvLower(Lowering):
     """Lower a Conv (ConvAccum) to matmuls: ``rows`` over output rows; ``merged`` over
     whole images (1x1 filters, stride 1, no padding); ``wide`` over whole images on the
     padded grid (stride 1)."""
@@ -227,19 +251,6 @@ class ConvLower:
         return _Plan(tuple(allocs), tuple(children), coefs, const, tuple(steps),
                      kept[2] if kept is not None else (0,) * NLEVELS)
 
-    def expand(self, spec: Spec, target: Target) -> Expansion | None:
-        p = self.plan(spec, target)
-        if p is None:
-            return None
-        return Expansion(p.children, p.coefs, p.const, p.own)
-
-    def apply(self, spec: Spec, target: Target) -> Nest:
-        p = self.plan(spec, target)
-        assert p is not None  # apply follows a successful expand
-        return Nest(p.allocs, p.steps)
-
-    def __str__(self) -> str:
-        return f"ConvLower({self.variant})"
 
 
 class _Builder:

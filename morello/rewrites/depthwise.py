@@ -32,9 +32,8 @@ from morello import compose
 from morello.cost import loop_iterations, move_cost, own_units
 from morello.kinds import PrimKind
 from morello.memory import Level, Target
-from morello.nodes import Nest, View
-from morello.rewrites.base import Expansion
-from morello.rewrites.conv import NCHW, _as, _Builder, _c, _matrix, _Plan, _plan_chain
+from morello.nodes import View
+from morello.rewrites.conv import NCHW, Lowering, _as, _Builder, _c, _matrix, _Plan, _plan_chain
 from morello.specs import Spec
 from morello.tensorspec import TensorSpec, fresh
 
@@ -45,7 +44,7 @@ VARIANTS = ("planes", "grid", "taps", "rows")
 
 
 @dataclass(frozen=True, slots=True)
-class DepthwiseLower:
+class DepthwiseLower(Lowering):
     """Lower a Depthwise (DepthwiseAccum) conv to matmuls over its taps: ``grid`` on the
     stride-1 grid of each plane, ``taps`` a row of windows at a time (module docstring)."""
 
@@ -79,19 +78,6 @@ class DepthwiseLower:
             return _plan_taps(spec, own_out)
         return p if p is None else _held(p, spec, target)
 
-    def expand(self, spec: Spec, target: Target) -> Expansion | None:
-        p = self.plan(spec, target)
-        if p is None:
-            return None
-        return Expansion(p.children, p.coefs, p.const, p.own)
-
-    def apply(self, spec: Spec, target: Target) -> Nest:
-        p = self.plan(spec, target)
-        assert p is not None  # apply follows a successful expand
-        return Nest(p.allocs, p.steps)
-
-    def __str__(self) -> str:
-        return f"DepthwiseLower({self.variant})"
 
 
 def _plan_planes(spec: Spec, target: Target, own_out: bool) -> _Plan:
