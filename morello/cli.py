@@ -33,7 +33,7 @@ operations (OP SIZES...):
                                 torch's conv2d(x, weight) without bias: x NxCxHxW, weight
                                 FxCxKHxKW, out NxFxOHxOW (NCHW; nhwc: channels-last x and
                                 out, weight KHxKWxCxF); --groups C with F = C: depthwise
-                                (weight Cx1xKHxKW, NCHW)
+                                (weight Cx1xKHxKW in either layout)
   attention SEQ DIM             softmax(Q @ Kt) @ V (Q, V SEQxDIM, Kt DIMxSEQ): a chain
   chain 'STEP | STEP ...'       steps run left to right, each reading the previous
                                 step's output. The first step is an operation as above
@@ -127,7 +127,7 @@ def _add_spec_args(p: argparse.ArgumentParser) -> None:
                         "(default 0)")
     p.add_argument("--groups", type=_int, default=1, metavar="G",
                    help="conv only: 1 (default) or C, a depthwise conv (one filter per "
-                        "channel: F = C, weight Cx1xKHxKW, NCHW)")
+                        "channel: F = C, weight Cx1xKHxKW in either layout)")
     p.add_argument("--layout", default="nchw", choices=("nchw", "nhwc"),
                    help="conv only: NCHW image and output, OIHW weights (default, as "
                         "torch), or nhwc: channels-last image and output, HWIO weights")

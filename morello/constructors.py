@@ -370,7 +370,7 @@ def conv2d(n: int, c: int, h: int, w: int, f: int, kh: int, kw: int, *, stride: 
     """The Spec of torch's ``conv2d(x, weight, stride=stride, padding=pad, groups=groups)``
     (no bias): ``x`` is ``n×c×h×w``, ``weight`` is ``f×(c/groups)×kh×kw``, the output
     ``n×f×oh×ow``. ``groups`` is 1 or, for a depthwise conv, ``c`` (with ``f == c``: one
-    filter per channel, ``weight`` ``c×1×kh×kw``; NCHW only).
+    filter per channel, ``weight`` ``c×1×kh×kw`` in either layout).
 
     ``layout="nhwc"`` keeps the image and the output channels-last in memory (torch's
     ``channels_last``; the callable takes and returns such arrays without a copy) and the
@@ -382,21 +382,25 @@ def conv2d(n: int, c: int, h: int, w: int, f: int, kh: int, kw: int, *, stride: 
     if layout not in CONV_LAYOUTS:
         raise SpecError(f"layout must be one of {', '.join(CONV_LAYOUTS)}, got "
                         f"{_short_repr(layout)}")
-    depthwise = _groups(groups, c, f, layout)
+    depthwise = _groups(groups, c, f)
     params = (int(stride), int(pad), (h + 2 * pad - kh) % stride, (w + 2 * pad - kw) % stride)
     if depthwise:
-        return _spec(PrimKind.DEPTHWISE, (n, c, oh, ow, kh, kw), params, dtype, serial, target)
-    spec = _spec(PrimKind.CONV, (n, f, c, oh, ow, kh, kw), params, dtype, serial, target)
+        spec = _spec(PrimKind.DEPTHWISE, (n, c, oh, ow, kh, kw), params, dtype, serial, target)
+    else:
+        spec = _spec(PrimKind.CONV, (n, f, c, oh, ow, kh, kw), params, dtype, serial, target)
     if layout == "nhwc":
         from morello.rewrites.conv import HWIO, NHWC
-        for i, lay in ((0, NHWC), (1, HWIO), (2, NHWC)):
+        # A depthwise conv's [C, 1, KH, KW] weights are channels-last already.
+        for i, lay in ((0, NHWC), (1, None if depthwise else HWIO), (2, NHWC)):
+            if lay is None:
+                continue
             t = spec.operands[i]
             spec = spec.with_operand(i, fresh(t.shape, t.dtype, t.level, lay))
         spec = spec.canonical()
     return spec
 
 
-def _groups(groups, c: int, f: int, layout: str) -> bool:
+def _groups(groups, c: int, f: int) -> bool:
     """Whether a conv of these ``groups`` is depthwise, or SpecError for groups morello
     does not compile."""
     if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
@@ -407,8 +411,6 @@ def _groups(groups, c: int, f: int, layout: str) -> bool:
         raise SpecError(f"groups must be 1 or C = {c} (depthwise), got {groups}")
     if f != c:
         raise SpecError(f"a depthwise conv (groups = C) has F = C = {c} filters, got F = {f}")
-    if layout != "nchw":
-        raise SpecError("a depthwise conv (groups = C) takes NCHW tensors only")
     return True
 
 

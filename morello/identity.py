@@ -33,7 +33,7 @@ MODEL_VERSION = 12
 # changed is made by that family's own kinds, kernels or rewrites: only the families
 # whose closure holds it change context (a conv lowering's rule moves conv and its
 # chains, not the shipped matmuls). A family absent here is at revision 0.
-REVISIONS: dict[str, int] = {"Conv": 1, "Depthwise": 2}
+REVISIONS: dict[str, int] = {"Conv": 1, "Depthwise": 3}
 
 
 def context_actions(target: Target, family: str) -> str:
@@ -258,7 +258,11 @@ def closure(kind) -> frozenset:
 def _reaches(kind) -> list:
     from morello import compose
     from morello.kinds import KINDS, PrimKind
-    from morello.rewrites import conv, decompose
+    from morello.rewrites import conv, decompose, depthwise
+
+    def lowered_to(k) -> list:
+        return list(depthwise.LOWERED_TO if KINDS[k].family == "Depthwise"
+                    else conv.LOWERED_TO)
 
     out: list = [PrimKind.MOVE, PrimKind.FILL]
     if isinstance(kind, compose.Chain):
@@ -266,7 +270,8 @@ def _reaches(kind) -> list:
         out += [compose.sub_chain(kind, lo, hi)[0] for lo in range(n)
                 for hi in range(lo + 1, n + 1) if hi - lo < n]
         if kind.lowered:  # lowered with its first step (``rewrites.conv._plan_chain``)
-            out += list(conv.LOWERED_TO)
+            out += [k for c in kind.components if KINDS[c.kind].lowered
+                    for k in lowered_to(c.kind)]
         return out
     info = KINDS[kind]
     out += [k for k, i in KINDS.items() if i.family == info.family]
@@ -274,7 +279,7 @@ def _reaches(kind) -> list:
         out.append(info.accum)
     out += [step[0] for steps in decompose.DECOMPOSITIONS.get(kind, ()) for step in steps]
     if info.lowered:
-        out += list(conv.LOWERED_TO)
+        out += lowered_to(kind)
     return out
 
 

@@ -20,6 +20,9 @@ AddBroadcast{d} s              lhs s, rhs m, out s            out = lhs + rhs re
 AddChannel{d}   s              lhs s, rhs v, out s            out = lhs + rhs, v along d
 Relu            s              src s, dst s                   dst = max(src, 0)
 Transpose       [b, m, n]      src [b,m,n] dst [b,n,m]        dst[b] = src[b] transposed
+Taps            [m, kh, kw, n] x [m,kh,kw,n] w [kh,kw,n]      out[m, n] = sum over the taps
+                               out [m, n]                     of x[m, kh, kw, n] w[kh, kw, n]
+TapsAccum       [m, kh, kw, n] same                           out += the same
 Broadcast{d}    s              src s with s[d]=1, dst s       dst = src repeated along d
 Max{d}, Sum{d}  s              src s, dst s with s[d]=1       dst = reduce(src) along d
 MaxAccum{d}     s              same                           dst = max(dst, reduce(src))
@@ -120,6 +123,8 @@ class PrimKind(enum.IntEnum):
     TRANSPOSE = 32
     DEPTHWISE = 33
     DEPTHWISE_ACCUM = 34
+    TAPS = 35
+    TAPS_ACCUM = 36
 
     @property
     def info(self) -> KindInfo:
@@ -303,6 +308,23 @@ def _depthwise_map(rank: int, params: Params) -> OperandMap:
     return ((((b,), 0), ((c,), 0), rows(oh, fh, hrem), rows(ow, fw, wrem)),
             (((c,), 0), ((), 1), ((fh,), 0), ((fw,), 0)),
             (((b,), 0), ((c,), 0), ((oh,), 0), ((ow,), 0)))
+
+
+def _taps_map(rank: int, params: Params) -> OperandMap:
+    """x [m, kh, kw, n] (a channels-last image's windows: a view, its rows overlap), w
+    [kh, kw, n], out [m, n]: a depthwise conv's output pixels ``m`` by channels ``n``."""
+    m, kh, kw, n = (((d,), 0) for d in range(4))
+    return ((m, kh, kw, n), (kh, kw, n), (m, n))
+
+
+def _taps_ref(params, ins, out):
+    np.einsum("mhwn,hwn->mn", ins[0], ins[1], out=out)
+    return out
+
+
+def _taps_accum_ref(params, ins, out):
+    out += np.einsum("mhwn,hwn->mn", ins[0], ins[1])
+    return out
 
 
 def _transpose_map(rank: int, params: Params) -> OperandMap:
@@ -719,6 +741,16 @@ KINDS: dict[PrimKind, KindInfo] = {
     PrimKind.TRANSPOSE: KindInfo(
         "Transpose", (), ("src", "dst"), (0,), (1,), (3, 3), _transpose_map, "Transpose",
         None, _transpose_ref, doc="dst[b] = src[b] transposed"),
+    # A channels-last depthwise conv's row of pixels (``morello.rewrites.depthwise``):
+    # vectors along the channels, every tap of a pixel summed in its registers.
+    PrimKind.TAPS: KindInfo(
+        "Taps", (), ("x", "w", "out"), (0, 1), (2,), (4, 4), _taps_map, "Taps", 1,
+        _taps_ref, flops_per_point=2, accum=PrimKind.TAPS_ACCUM, init=0.0, staging="full",
+        vrf_operands=(2,), row_dim=0, doc="out[m, n] = sum of x[m, kh, kw, n] w[kh, kw, n]"),
+    PrimKind.TAPS_ACCUM: KindInfo(
+        "TapsAccum", (), ("x", "w", "out"), (0, 1, 2), (2,), (4, 4), _taps_map, "Taps", 0,
+        _taps_accum_ref, flops_per_point=2, accumulates=True, staging="full",
+        vrf_operands=(2,), row_dim=0, doc="out[m, n] += sum of x[m, kh, kw, n] w[kh, kw, n]"),
 }
 
 BY_TITLE = {info.title: kind for kind, info in KINDS.items()}

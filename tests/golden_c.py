@@ -41,6 +41,7 @@ def searched(target: str) -> list:
         m.channel_bias(2, 16, 5, 7, target=t),
         m.channels_last(m.channel_bias(1, 16, 5, 7, target=t)),
         m.transpose(12, 20, target=t),
+        m.conv2d(1, 64, 6, 6, 64, 3, 3, pad=1, groups=64, layout="nhwc", target=t),
     ]
 
 

@@ -291,8 +291,8 @@ def random_conv(rng: np.random.Generator, serial: bool = True, block: bool = Fal
         pad = int(rng.integers(0, max(kh, kw)))
         layout = str(rng.choice(["nchw", "nhwc"]))
         groups = 1
-        if c > 1 and rng.random() < 0.25:  # depthwise: one filter per channel, NCHW
-            groups, f, layout = c, c, "nchw"
+        if c > 1 and rng.random() < 0.25:  # depthwise: one filter per channel
+            groups, f = c, c
         try:
             if block:
                 steps = BLOCKS[int(rng.integers(len(BLOCKS)))]

@@ -150,7 +150,7 @@ def test_the_dp_equals_the_pure_python_reference_on_small_depthwise_convs(case, 
 @pytest.mark.parametrize("args, msg", [
     ((1, 6, 5, 5, 6, 3, 3, {"groups": 3}), "groups must be 1 or C = 6"),
     ((1, 6, 5, 5, 4, 3, 3, {"groups": 6}), "has F = C = 6 filters"),
-    ((1, 6, 5, 5, 6, 3, 3, {"groups": 6, "layout": "nhwc"}), "NCHW tensors only"),
+    ((1, 6, 5, 5, 6, 3, 3, {"groups": 6, "layout": "nhwk"}), "layout must be one of"),
     ((1, 6, 5, 5, 6, 3, 3, {"groups": 0}), "groups must be 1 or C"),
     ((1, 6, 5, 5, 6, 3, 3, {"groups": 6.0}), "groups must be an integer"),
     ((1, 6, 5, 5, 6, 7, 7, {"groups": 6}), "larger than"),
@@ -203,4 +203,143 @@ def test_threads_run_the_planes_in_parallel(tmp_path):
     assert "#pragma omp parallel" in two.c_source
     assert two.impl.children[0].spec.serial_only  # each plane's program is serial
     ok, err = two.verify()
+    assert ok, err
+
+
+# --- channels-last: one Taps per output row (``nhwc``) --------------------------------
+
+def _channels_last(a: np.ndarray) -> np.ndarray:
+    """``a`` (NCHW) with torch's ``memory_format=channels_last``: the same shape, NHWC
+    in memory."""
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
+NHWC_CASES = [*CASES,
+              (1, 16, 9, 10, 3, 3, 1, 1),   # whole vectors of channels, a 6-pixel tile
+              (1, 40, 7, 13, 3, 3, 2, 1),   # 16 + 16 + 8 channels, stride 2
+              (2, 24, 6, 6, 5, 5, 1, 2),
+              (1, 10, 13, 17, 1, 7, 2, 4)]  # rows whose windows are all border: zeros
+
+
+@pytest.mark.parametrize("case", NHWC_CASES, ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("target", [
+    pytest.param("avx2", marks=pytest.mark.isa("avx2", "fma")),
+    pytest.param("avx512", marks=pytest.mark.isa("avx512"))])
+def test_every_channels_last_depthwise_conv_matches_numpy(case, target, tmp_path):
+    spec = _dw(case, target=target, layout="nhwc")
+    prog = morello.synthesize(spec, db=tmp_path / "dw.sqlite")
+    assert prog.impl.action == DepthwiseLower("nhwc")  # its only lowering
+    ok, err = prog.verify()
+    assert ok, err
+
+
+def test_channels_last_takes_only_its_own_lowering():
+    nhwc, nchw = _dw(CASES[0], layout="nhwc"), _dw(CASES[0])
+    for v in VARIANTS:
+        assert (DepthwiseLower(v).expand(nhwc, AVX2) is not None) == (v == "nhwc")
+    assert DepthwiseLower("nhwc").expand(nchw, AVX2) is None
+
+
+@pytest.mark.isa("avx2", "fma")
+def test_a_row_of_channel_vectors_is_a_register_tile_over_every_tap(tmp_path):
+    """At 32 channels a row's taps run in TapsLoop's registers: every tap of a pixel is
+    summed there (one kernel call per tile, the taps its inner loops)."""
+    prog = morello.synthesize(_dw((1, 32, 14, 14, 3, 3, 1, 1), layout="nhwc"),
+                              db=tmp_path / "a.sqlite")
+    names = {str(n.action) for n in prog.impl.walk()}
+    assert "TapsLoop" in names, names
+    assert "for (long p = 0; p < 3; p++)" in prog.c_source
+    ok, err = prog.verify()
+    assert ok, err
+
+
+@pytest.mark.isa("avx2", "fma")
+def test_the_channels_last_twin_adds_into_its_output():
+    spec = _spec(PrimKind.DEPTHWISE_ACCUM, (1, 16, 5, 6, 3, 3), (1, 1, 0, 0), "f32", None,
+                 "avx2")
+    from morello.rewrites.conv import NHWC
+    from morello.tensorspec import fresh
+    for i in (0, 2):
+        t = spec.operands[i]
+        spec = spec.with_operand(i, fresh(t.shape, t.dtype, t.level, NHWC))
+    prog = morello.schedule(spec.canonical(), [DepthwiseLower("nhwc")])
+    rng = np.random.default_rng(3)
+    x, wt, o = (rng.standard_normal(t.shape).astype(np.float32) for t in spec.operands)
+    x, o = _channels_last(x), _channels_last(o)
+    got = o.copy(order="K")  # channels-last, as the output is
+    prog.compile()(x, wt, out=got)
+    np.testing.assert_allclose(got, o + depthwise_numpy(x, wt, 1, 1), rtol=1e-5, atol=1e-5)
+    ok, err = prog.verify()
+    assert ok, err
+
+
+@pytest.mark.isa("avx2", "fma")
+def test_the_channels_last_callable_takes_and_returns_channels_last_arrays(tmp_path):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 24, 9, 9)).astype(np.float32)
+    wt = rng.standard_normal((24, 1, 3, 3)).astype(np.float32)
+    fn = morello.synthesize(morello.conv2d(1, 24, 9, 9, 24, 3, 3, stride=2, pad=1, groups=24,
+                                           layout="nhwc"), db=tmp_path / "a.sqlite").compile()
+    got = fn(_channels_last(x), wt)
+    assert got.transpose(0, 2, 3, 1).flags.c_contiguous
+    np.testing.assert_allclose(got, depthwise_numpy(x, wt, 2, 1), rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=8, deadline=None)
+@given(dw_st(max_hw=5, max_c=3), st.sampled_from([AVX2, AVX512]))
+def test_the_dp_equals_the_pure_python_reference_on_channels_last_depthwise_convs(case, target):
+    from morello.reference_dp import memoized_optimum
+
+    spec = _dw(case, target=target, layout="nhwc")
+    sol, _ = Engine(target).solve(spec)
+    main, peaks, depth, action = memoized_optimum(spec, target)
+    assert (sol.cost.main, sol.cost.peaks, sol.action) == (main, peaks, action)
+
+
+@pytest.mark.isa("avx2", "fma")
+def test_threads_run_the_channels_last_rows_in_parallel(tmp_path):
+    spec = morello.conv2d(1, 16, 12, 12, 16, 3, 3, pad=1, groups=16, layout="nhwc")
+    two = morello.synthesize(spec, threads=2, db=tmp_path / "a.sqlite")
+    assert "#pragma omp parallel" in two.c_source
+    ok, err = two.verify()
+    assert ok, err
+
+
+@pytest.mark.parametrize("case, steps", [
+    ((1, 16, 6, 7, 3, 3, 1, 1), ("bias", "relu")),
+    ((2, 12, 9, 8, 3, 3, 2, 1), ("add", "relu")),
+], ids=lambda c: "x".join(map(str, c)) if isinstance(c[0], int) else "-".join(c))
+@pytest.mark.isa("avx2", "fma")
+def test_every_channels_last_depthwise_block_matches_numpy(case, steps, tmp_path):
+    n, c, h, w, kh, kw, stride, pad = case
+    spec = morello.conv_block(n, c, h, w, c, kh, kw, steps=steps, stride=stride, pad=pad,
+                              groups=c, layout="nhwc")
+    prog = morello.synthesize(spec, db=tmp_path / "blocks.sqlite")
+    ok, err = prog.verify()
+    assert ok, err
+    whole = morello.schedule(spec, [DepthwiseLower("nhwc")])  # lowered with its steps
+    assert whole.impl.children[-1].spec.kind == compose.sub_chain(spec.kind, 0, len(steps))[0]
+    ok, err = whole.verify()
+    assert ok, err
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_no_loop_tiles_a_depthwise_block_s_pixels_or_channels(layout):
+    """A tile of a block's output rows, columns or channels would lower a depthwise conv
+    of a tile of the image with its own zero border: wrong at every tile's edge. Only
+    the batch may be tiled (it was: the dims of Conv's table named the wrong ones)."""
+    from morello.rewrites.tile import TileOut, tile_actions
+
+    spec = morello.conv_block(2, 16, 7, 7, 16, 3, 3, pad=1, groups=16, layout=layout,
+                              serial=False)
+    tiled = {a.dim for a in tile_actions(spec, AVX2) if isinstance(a, TileOut)}
+    assert tiled == {0}, tiled  # the output's dim 0, the batch
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+@pytest.mark.isa("avx2", "fma")
+def test_a_depthwise_block_on_two_threads_matches_numpy(layout, tmp_path):
+    spec = morello.conv_block(1, 16, 7, 7, 16, 3, 3, pad=1, groups=16, layout=layout)
+    prog = morello.synthesize(spec, threads=2, db=tmp_path / "a.sqlite")
+    ok, err = prog.verify()
     assert ok, err

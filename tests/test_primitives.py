@@ -125,6 +125,7 @@ KERNEL_SPECS = {
     "ScalarAddChannel": (PrimKind.ADD_CHANNEL, (1, 1, 1, 107), (1,)),
     "Transpose8x8": (PrimKind.TRANSPOSE, (1, 8, 8), ()),
     "TransposeAssign": (PrimKind.TRANSPOSE, (1, 1, 1), ()),
+    "TapMultAdd": (PrimKind.TAPS_ACCUM, (1, 1, 1, 1), ()),
 }
 
 
@@ -134,12 +135,13 @@ def test_every_new_kernel_row_is_tested():
     rows = {k.name for k in TABLE.kernels if k.kind in new_kinds} | {"L1Fill"}
     # Kernels with two written operands are tested below; the saturating integer ones
     # against their saturating reference in tests/test_dtypes.py; the one that stores
-    # to main memory (problems in DRAM only) in tests/test_dram.py.
+    # to main memory (problems in DRAM only) in tests/test_dram.py; the depthwise
+    # register tiles in tests/test_depthwise.py.
     assert rows == set(KERNEL_SPECS) | {"VectorExpStoreSum", "VectorExpStoreSumAccum",
                                         "VectorOnlineDenomMax", "MaddubsLoop",
                                         "MultAddSat16Loop", "VectorDivScalarStream",
                                         "VectorReluStream", "VectorAddStream",
-                                        "VectorMulStream"}
+                                        "VectorMulStream", "TapsLoop", "TapsLoopWide"}
 
 
 @pytest.mark.isa("avx2")
@@ -221,8 +223,9 @@ def _check_alone(prog, kernel, params) -> None:
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
-# The rows with a 16-lane twin (the transposes' 8x8 block is one kernel on both targets).
-SIXTEEN_LANES = [n for n in KERNEL_SPECS if not n.startswith("Transpose")]
+# The rows with a 16-lane twin (the transposes' 8x8 block is one kernel on both targets,
+# as the depthwise tiles are).
+SIXTEEN_LANES = [n for n in KERNEL_SPECS if not n.startswith(("Transpose", "Tap"))]
 
 
 @pytest.mark.isa("avx512")

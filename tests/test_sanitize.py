@@ -69,6 +69,10 @@ SPECS = [
      lambda: morello.conv2d(1, 3, 10, 11, 3, 3, 3, pad=1, groups=3), 1),
     ("chain relu(bias(depthwise)) 1x6x7x7 3x3 pad 1", lambda: morello.conv_block(
         1, 6, 7, 7, 6, 3, 3, pad=1, groups=6), 1),
+    ("conv 1x20x9x8 20x3x3 stride 2 pad 1 groups 20 nhwc", lambda: morello.conv2d(
+        1, 20, 9, 8, 20, 3, 3, stride=2, pad=1, groups=20, layout="nhwc"), 1),
+    ("chain relu(bias(depthwise)) 1x16x7x7 3x3 pad 1 nhwc", lambda: morello.conv_block(
+        1, 16, 7, 7, 16, 3, 3, pad=1, groups=16, layout="nhwc"), 2),
     ("bias 4x6x9 dim 2", lambda: morello.add_bias(4, 6, 9, dim=2), 1),
     ("channel-bias 2x9x5x3", lambda: morello.channel_bias(2, 9, 5, 3), 1),
     ("channel-bias 1x9x5x3 channels-last",

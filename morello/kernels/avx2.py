@@ -14,6 +14,7 @@ from morello.kernels import (
     nontemporal,
     softmax,
     stream,
+    taps,
     tiles,
     transpose,
 )
@@ -30,6 +31,7 @@ KERNELS: tuple[Kernel, ...] = (
     *moves.ROWS,
     *nontemporal.ROWS,
     *transpose.ROWS,
+    *taps.ROWS,
     # The memory-bound kinds (elementwise, broadcast, reductions, softmax family).
     *stream.rows(YMM),
     *softmax.rows(YMM),

@@ -23,6 +23,15 @@ All three lower one plane: ``planes`` lowers a depthwise conv of several to a lo
 each a Depthwise of its own, so that a plane's padded copy and output stay in L1. They read
 NCHW images and ``[C, 1, KH, KW]`` filters in place (a padded image is copied into a zeroed
 buffer first) and write NCHW outputs.
+
+``nhwc`` (channels-last images, any stride): one ``Taps`` per output row, ``out[ow, c] =
+sum over (fh, fw) of X[ow, fh, fw, c] * W[fh, fw, c]`` with ``X[ow, fh, fw, c] =
+x[b, oh*stride + fh - pad, ow*stride + fw - pad, c]`` (a view: rows ``stride*C`` apart,
+filter rows an image row apart) and the filters transposed once to ``[KH, KW, C]``. The
+pixels whose windows cross the zero border are Taps of their own over the taps inside. Vectors run
+along the channels, so a pixel's taps are multiply-adds into the same registers
+(``kernels.taps``), with no broadcast and no matmul. The row's windows are held in L2 (or
+L1) and the filters in L1, each line paid for once.
 """
 from __future__ import annotations
 
@@ -31,16 +40,30 @@ from dataclasses import dataclass, replace
 from morello import compose
 from morello.cost import loop_iterations, move_cost, own_units
 from morello.kinds import PrimKind
+from morello.layouts import Layout, PhysDim
 from morello.memory import Level, Target
 from morello.nodes import View
-from morello.rewrites.conv import NCHW, Lowering, _as, _Builder, _c, _matrix, _Plan, _plan_chain
+from morello.rewrites.conv import LOWERED_TO as CONV_LOWERED_TO
+from morello.rewrites.conv import (
+    NCHW,
+    NHWC,
+    Lowering,
+    _as,
+    _Builder,
+    _c,
+    _matrix,
+    _Plan,
+    _plan_chain,
+)
 from morello.specs import Spec
 from morello.tensorspec import TensorSpec, fresh
 
-__all__ = ["DepthwiseLower", "depthwise_actions", "identity"]
+__all__ = ["LOWERED_TO", "DepthwiseLower", "depthwise_actions", "identity"]
 
 _KINDS = (PrimKind.DEPTHWISE, PrimKind.DEPTHWISE_ACCUM)
-VARIANTS = ("planes", "grid", "taps", "rows")
+VARIANTS = ("planes", "grid", "taps", "rows", "nhwc")
+# The kinds a lowering's children have (``morello.identity.closure``).
+LOWERED_TO = (*CONV_LOWERED_TO, PrimKind.TAPS, PrimKind.TAPS_ACCUM)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +84,11 @@ class DepthwiseLower(Lowering):
         copied out by its last child (which ``conv._plan_chain`` replaces)."""
         if spec.kind not in _KINDS or any(o.level is not Level.GL for o in spec.operands):
             return None
+        image, filters, out = spec.operands
+        if self.variant == "nhwc":
+            if _as(image, NHWC) != image or _as(out, NHWC) != out or _as(filters, NCHW) != filters:
+                return None
+            return _plan_nhwc(spec, target, own_out)
         if any(_as(t, NCHW) != t for t in spec.operands):
             return None
         planes = spec.shape[0] * spec.shape[1]
@@ -250,6 +278,119 @@ def _plan_taps(spec: Spec, own_out: bool) -> _Plan:
     if own_out:
         nest.child(PrimKind.MOVE, (y, out), (View(ysrc), View(2)))
     return nest.plan()
+
+
+def _spans(outs: int, stride: int, pad: int, size: int, taps: int) -> list[tuple[int, ...]]:
+    """The output rows (or columns) of a padded dim in runs that read the same taps:
+    ``(first, count, t0, t1)``, the taps ``t0 .. t1 - 1`` of each inside the image (the
+    others fall on the zero border)."""
+    spans: list[tuple[int, ...]] = []
+    for o in range(outs):
+        lo, hi = max(0, pad - o * stride), min(taps, size + pad - o * stride)
+        if spans and spans[-1][2:] == (lo, hi):
+            spans[-1] = (spans[-1][0], spans[-1][1] + 1, lo, hi)
+        else:
+            spans.append((o, 1, lo, hi))
+    return spans
+
+
+def _plan_nhwc(spec: Spec, target: Target, own_out: bool) -> _Plan:
+    """``nhwc``: a ``Taps`` per output row (module docstring), the rows in parallel
+    unless the Spec is serial. A padded image is read in place: the rows and columns
+    whose windows cross the border are Taps of their own over the taps inside the image,
+    so nothing is copied and no zero is multiplied."""
+    stride, pad = spec.params[:2]
+    b, c, oh, ow, fh, fw = spec.shape
+    image, filters, out = spec.operands
+    h, w = image.shape[2:]
+    nest = _Builder(spec)
+    # The filters [C, KH*KW] transposed to [KH*KW, C]: each tap's weights one vector run.
+    taps = fh * fw
+    wt = fresh((fh, fw, c), filters.dtype, Level.GL, Layout(tuple(PhysDim(d) for d in range(3))))
+    wsrc = nest.buffer(wt)
+    nest.child(PrimKind.TRANSPOSE, (_matrix((c, taps), filters, 3), _matrix((taps, c), wt, 3)),
+               (View(1, None, (0, taps, 1)), View(wsrc, None, (0, c, 1))))
+    ysrc, y = 2, out
+    if own_out:
+        y = fresh(out.shape, out.dtype, Level.GL, NHWC)
+        ysrc = nest.buffer(y)
+        if spec.kind is PrimKind.DEPTHWISE_ACCUM:
+            nest.child(PrimKind.MOVE, (out, y), (View(2), View(ysrc)))
+    kind = PrimKind.TAPS if spec.kind is PrimKind.DEPTHWISE else PrimKind.TAPS_ACCUM
+    rm4 = Layout(tuple(PhysDim(d) for d in range(4)))
+    rows = _spans(oh, stride, pad, h, fh)
+    most = max(rows, key=lambda r: r[1])
+    const = 0
+    for r0, nr, i0, i1 in rows:
+        # The rows of the longest run across threads (each row's program serial).
+        parallel = not spec.serial_only and nr > 1 and (r0, nr) == most[:2]
+        lb, lo = (1, 0) if parallel else (0, 1)
+        for c0, nc, j0, j1 in _spans(ow, stride, pad, w, fw):
+            kh, kw = i1 - i0, j1 - j0
+            if kh < 1 or kw < 1:  # windows of the border alone (a pad beyond the kernel)
+                if spec.kind is PrimKind.DEPTHWISE:
+                    nest.child(PrimKind.FILL, (fresh((nc, c), out.dtype, Level.GL, Layout((
+                        PhysDim(0), PhysDim(1)))),), (View(ysrc, (_c(0, (0, 1)), _c(0), _c(
+                            r0, (1, 1)), _c(c0)), (c, 1)),), (0.0,), loops=(b, nr))
+                continue
+            x = TensorSpec((nc, kh, kw, c), image.dtype, Level.GL, rm4, 2).canonical()
+            res = fresh((nc, c), out.dtype, Level.GL, Layout((PhysDim(0), PhysDim(1))))
+            views = (View(0, (_c(0, (lb, 1)), _c(0), _c(r0 * stride - pad + i0, (lo, stride)),
+                              _c(c0 * stride - pad + j0)), (stride * c, w * c, c, 1)),
+                     View(wsrc, (_c(i0), _c(j0), _c(0))),
+                     View(ysrc, (_c(0, (lb, 1)), _c(0), _c(r0, (lo, 1)), _c(c0)), (c, 1)))
+            nest.child(kind, (x, wt.tile((kh, kw, c)), res), views,
+                       loops=(nr, b) if parallel else (b, nr), shape=(nc, kh, kw, c))
+            if parallel:
+                iters = loop_iterations(nr, True, target)
+                nest.children[-1] = replace(nest.children[-1], serial_only=True)
+                nest.steps[-1] = replace(nest.steps[-1], parallel=True)
+                nest.coefs[-1] = iters * b
+                const += target.parallel_setup_cost + target.parallel_iter_cost * iters
+    if own_out:
+        nest.child(PrimKind.MOVE, (y, out), (View(ysrc), View(2)))
+    p = replace(nest.plan(), const=const)
+    return _hold_rows(p, spec, wt, target)
+
+
+def _hold_rows(p: _Plan, spec: Spec, wt: TensorSpec, target: Target) -> _Plan:
+    """``p`` (``nhwc``'s) with the filters held in L1 and the image rows one output row's
+    windows read (``KH`` rows) in L1 or L2, where they fit: the filters' and image's lines
+    paid for once (an image row is read again by the next ``KH - 1`` output rows at stride
+    1), the ``Taps`` operands in those levels and every child's limits what is left."""
+    calls = [j for j, s in enumerate(p.children) if s.kind in (PrimKind.TAPS,
+                                                                PrimKind.TAPS_ACCUM)]
+    image = spec.operands[0]
+    b, c, oh, ow, fh, fw = spec.shape
+    rows = fresh((1, c, fh, image.shape[3]), image.dtype, Level.GL, NHWC)
+    limits = p.children[calls[0]].limits
+    const, own = p.const, [0] * len(p.own)
+    held: dict[int, Level] = {}
+    for j, t, whole in ((1, wt, wt), (0, rows, image)):
+        for level in (Level.L1, Level.L2):
+            units = replace(t, level=level).units(target)
+            # One subtraction per level, as the core makes it (each one snaps down).
+            left = limits.subtract(level, own[level] + units) \
+                if own[level] + units <= target.capacity[level] else None
+            if left is not None:
+                break
+        else:
+            continue
+        own[level] += units
+        held[j] = level
+        const += move_cost(whole, target)
+    for lvl, units in enumerate(own):
+        if units:
+            left = limits.subtract(Level(lvl), units)
+            assert left is not None  # each fit above
+            limits = left
+    children = [replace(s, limits=limits) for s in p.children]  # the held lines are taken
+    for i in calls:
+        ops = list(children[i].operands)
+        for j, level in held.items():
+            ops[j] = replace(ops[j], level=level)
+        children[i] = replace(children[i], operands=tuple(ops))
+    return replace(p, children=tuple(children), const=const, own=tuple(own))
 
 
 def depthwise_actions(spec: Spec, target: Target) -> list[DepthwiseLower]:

@@ -1,0 +1,104 @@
+"""A channels-last depthwise conv's register tiles (``PrimKind.TAPS_ACCUM``): pixels by
+channel vectors, every tap of every pixel summed in the tile's registers.
+
+``TapsLoop`` keeps an ``m x n`` output tile in vector registers (``n`` along the channels)
+and, for each tap, loads that tap's weights (one vector per ``n / lanes``) and multiplies
+them into each pixel's accumulators with the pixel's input vector read from memory (a
+folded load). Output pixels stay in registers across all of ``kh x kw``: one load and
+one store of the tile for ``kh * kw`` multiply-adds each, where a matmul over one
+filter row at a time would store and reload it per row.
+"""
+from __future__ import annotations
+
+from morello.dtypes import Dtype
+from morello.kernels.base import F32, L1, RL, VRF, Kernel, Reason, all_f32, io_cost, lane_count
+from morello.memory import Level, Target
+from morello.specs import PrimKind, Spec
+
+# Vectors per output pixel, in two rows: up to 2 beside 2 weight vectors (AVX2's 16
+# registers: 6 pixels x 2), and 3 or 4 (AVX-512's 32: 6 x 4 beside 4).
+TAP_VECTORS = {"TapsLoop": (1, 2), "TapsLoopWide": (3, 4)}
+# Where the windows may be read from: the lowering holds a row's windows in L2 (or L1)
+# and the loads hit L1 after the first tap touches a line (``rewrites.depthwise``).
+X_LEVELS = (Level.L1, Level.L2)
+
+
+def _scalar_check(spec: Spec, target: Target) -> Reason:
+    if spec.volume != 1:
+        return "not a scalar"
+    return None
+
+
+def _scalar_emit(w, spec, ops, vt) -> None:
+    x, wt, out = ops
+    w.line(f"{out.lval()} += {x.lval()} * {wt.lval()};")
+
+
+def _loop_check(vectors: tuple[int, int]):
+    return lambda spec, target: _loop_why_not(spec, vectors)
+
+
+def _loop_why_not(spec: Spec, vectors: tuple[int, int]) -> Reason:
+    x, wt, out = spec.operands
+    m, kh, kw, n = spec.shape
+    if out.level is not Level.VRF or out.vector_size is None or n % out.vector_size:
+        return "out must be a VRF tile whose rows are whole vectors"
+    vs = out.vector_size
+    if not vectors[0] <= n // vs <= vectors[1]:
+        return f"needs {vectors[0]} to {vectors[1]} vectors per pixel"
+    if reason := all_f32(spec):
+        return reason
+    # Each pixel's channels of a tap are contiguous in x and w.
+    for t, run in ((x, (1, 1, 1, n)), (wt, (1, 1, n))):
+        if t.layout.is_packed or t.stream_dim != len(run) - 1:
+            return "x and w must be contiguous along the channels"
+        if not t.valid_tile_shape(run) or not t.tile(run).contiguous:
+            return "x and w must be contiguous along the channels"
+    if any(out.layout.offset(out.shape, (i, 0)) % vs for i in range(m)):
+        return "rows of out must start at a vector"
+    return None
+
+
+def _loop_cost(s: Spec, t: Target) -> int:
+    """Per tap: ``m * nv`` FMAs against ``m * nv`` loads of x and ``nv`` of w, on the
+    core's ports at once (whichever is slower), and at least the FMA latency (8 FMAs in
+    flight), as ``tiles._outer_cost``."""
+    m, kh, kw, n = s.shape
+    nv = n // lane_count(s.operands[2])
+    c = t.costs
+    return kh * kw * max(m * nv * c.fma, (m * nv + nv) * c.vector_move, 8 * c.fma)
+
+
+def _loop_emit(w, spec, ops, vt) -> None:
+    from morello.codegen.affine import Affine, Var
+
+    x, wt, out = ops
+    m, kh, kw, n = spec.shape
+    vs = lane_count(out.spec)
+    v = vt(Dtype.F32, vs)
+    nv = n // vs
+    p = Affine.var(Var("p", kh))
+    q = Affine.var(Var("q", kw))
+    with w.block(f"for (long p = 0; p < {kh}; p++) {{"), \
+            w.block(f"for (long q = 0; q < {kw}; q++) {{"):
+        for j in range(nv):
+            w.line(f"const {v.c_type} w{j} = {v.load}({wt.at((p, q, j * vs)).ptr(0)});")
+        for i in range(m):
+            row = out.at((i, 0))
+            for j in range(nv):
+                at = x.at((i, p, q, j * vs)).ptr(0)
+                w.line(f"{row.vec(j)} = {v.fma}({v.load}({at}), w{j}, {row.vec(j)});")
+
+
+ROWS: tuple[Kernel, ...] = (
+    Kernel("TapMultAdd", PrimKind.TAPS_ACCUM, _scalar_check,
+           lambda s, t: t.costs.scalar_op + io_cost(s, t), 0, _scalar_emit,
+           "out += x * w on scalars", scalar=True, levels=(RL, RL, RL)),
+    *(Kernel(name, PrimKind.TAPS_ACCUM, _loop_check(vectors), _loop_cost, vectors[1],
+             _loop_emit,
+             f"out (an m x n VRF tile, {vectors[0]} to {vectors[1]} vectors a pixel) += "
+             "the taps of x (m x kh x kw x n, L1 or L2) times w (kh x kw x n, L1): per tap "
+             "n/vs weight vectors in registers, m * n/vs FMAs with x's vectors folded in",
+             needs_vrf=True, levels=(X_LEVELS, L1, VRF), dtypes=(F32, F32, F32))
+      for name, vectors in TAP_VECTORS.items()),
+)
