@@ -20,7 +20,7 @@ AddBroadcast{d} s              lhs s, rhs m, out s            out = lhs + rhs re
 AddChannel{d}   s              lhs s, rhs v, out s            out = lhs + rhs, v along d
 Relu            s              src s, dst s                   dst = max(src, 0)
 Transpose       [b, m, n]      src [b,m,n] dst [b,n,m]        dst[b] = src[b] transposed
-Taps            [m, kh, kw, n] x [m,kh,kw,n] w [kh,kw,n]      out[m, n] = sum over the taps
+Taps{stride}    [m, kh, kw, n] x [m,kh,kw,n] w [kh,kw,n]      out[m, n] = sum over the taps
                                out [m, n]                     of x[m, kh, kw, n] w[kh, kw, n]
 TapsAccum       [m, kh, kw, n] same                           out += the same
 Broadcast{d}    s              src s with s[d]=1, dst s       dst = src repeated along d
@@ -742,13 +742,16 @@ KINDS: dict[PrimKind, KindInfo] = {
         "Transpose", (), ("src", "dst"), (0,), (1,), (3, 3), _transpose_map, "Transpose",
         None, _transpose_ref, doc="dst[b] = src[b] transposed"),
     # A channels-last depthwise conv's row of pixels (``morello.rewrites.depthwise``):
-    # vectors along the channels, every tap of a pixel summed in its registers.
+    # vectors along the channels, every tap of a pixel summed in its registers. ``stride``
+    # is the view's: x[m + 1, kh, kw] is x[m, kh, kw + stride], so at 1 a kernel may read
+    # each input vector once for every pixel and tap it serves.
     PrimKind.TAPS: KindInfo(
-        "Taps", (), ("x", "w", "out"), (0, 1), (2,), (4, 4), _taps_map, "Taps", 1,
+        "Taps", ("stride",), ("x", "w", "out"), (0, 1), (2,), (4, 4), _taps_map, "Taps", 1,
         _taps_ref, flops_per_point=2, accum=PrimKind.TAPS_ACCUM, init=0.0, staging="full",
         vrf_operands=(2,), row_dim=0, doc="out[m, n] = sum of x[m, kh, kw, n] w[kh, kw, n]"),
     PrimKind.TAPS_ACCUM: KindInfo(
-        "TapsAccum", (), ("x", "w", "out"), (0, 1, 2), (2,), (4, 4), _taps_map, "Taps", 0,
+        "TapsAccum", ("stride",), ("x", "w", "out"), (0, 1, 2), (2,), (4, 4), _taps_map,
+        "Taps", 0,
         _taps_accum_ref, flops_per_point=2, accumulates=True, staging="full",
         vrf_operands=(2,), row_dim=0, doc="out[m, n] += sum of x[m, kh, kw, n] w[kh, kw, n]"),
 }

@@ -240,14 +240,17 @@ def test_channels_last_takes_only_its_own_lowering():
     assert DepthwiseLower("nhwc").expand(nchw, AVX2) is None
 
 
+@pytest.mark.parametrize("stride", [1, 2])
 @pytest.mark.isa("avx2", "fma")
-def test_a_row_of_channel_vectors_is_a_register_tile_over_every_tap(tmp_path):
-    """At 32 channels a row's taps run in TapsLoop's registers: every tap of a pixel is
-    summed there (one kernel call per tile, the taps its inner loops)."""
-    prog = morello.synthesize(_dw((1, 32, 14, 14, 3, 3, 1, 1), layout="nhwc"),
+def test_a_row_of_channel_vectors_is_a_register_tile_over_every_tap(stride, tmp_path):
+    """At 32 channels a row's taps run in registers: every tap of a pixel is summed
+    there (one kernel call per tile, the taps its inner loops); at stride 1 TapsSlide
+    loads each input vector once for the pixels and taps it serves, at stride 2 it does
+    not apply."""
+    prog = morello.synthesize(_dw((1, 32, 14, 14, 3, 3, stride, 1), layout="nhwc"),
                               db=tmp_path / "a.sqlite")
     names = {str(n.action) for n in prog.impl.walk()}
-    assert "TapsLoop" in names, names
+    assert ("TapsSlide" in names) == (stride == 1) and names & {"TapsLoop", "TapsSlide"}, names
     assert "for (long p = 0; p < 3; p++)" in prog.c_source
     ok, err = prog.verify()
     assert ok, err

@@ -125,7 +125,7 @@ KERNEL_SPECS = {
     "ScalarAddChannel": (PrimKind.ADD_CHANNEL, (1, 1, 1, 107), (1,)),
     "Transpose8x8": (PrimKind.TRANSPOSE, (1, 8, 8), ()),
     "TransposeAssign": (PrimKind.TRANSPOSE, (1, 1, 1), ()),
-    "TapMultAdd": (PrimKind.TAPS_ACCUM, (1, 1, 1, 1), ()),
+    "TapMultAdd": (PrimKind.TAPS_ACCUM, (1, 1, 1, 1), (1,)),
 }
 
 
@@ -141,7 +141,8 @@ def test_every_new_kernel_row_is_tested():
                                         "VectorOnlineDenomMax", "MaddubsLoop",
                                         "MultAddSat16Loop", "VectorDivScalarStream",
                                         "VectorReluStream", "VectorAddStream",
-                                        "VectorMulStream", "TapsLoop", "TapsLoopWide"}
+                                        "VectorMulStream", "TapsLoop", "TapsLoopWide",
+                                        "TapsSlide"}
 
 
 @pytest.mark.isa("avx2")

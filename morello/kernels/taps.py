@@ -4,9 +4,12 @@ channel vectors, every tap of every pixel summed in the tile's registers.
 ``TapsLoop`` keeps an ``m x n`` output tile in vector registers (``n`` along the channels)
 and, for each tap, loads that tap's weights (one vector per ``n / lanes``) and multiplies
 them into each pixel's accumulators with the pixel's input vector read from memory (a
-folded load). Output pixels stay in registers across all of ``kh x kw``: one load and
-one store of the tile for ``kh * kw`` multiply-adds each, where a matmul over one
-filter row at a time would store and reload it per row.
+folded load). ``TapsSlide`` (stride 1) holds a filter row's weights instead and loads
+each input vector of the row once: pixel ``i``'s tap ``q`` is pixel ``i + 1``'s tap
+``q - 1``, so ``m + kw - 1`` loads serve ``m * kw`` multiply-adds, where ``TapsLoop``
+makes one load per multiply-add. Output pixels stay in registers across all of ``kh x
+kw``: one load and one store of the tile for ``kh * kw`` multiply-adds each, where a
+matmul over one filter row at a time would store and reload it per row.
 """
 from __future__ import annotations
 
@@ -18,6 +21,9 @@ from morello.specs import PrimKind, Spec
 # Vectors per output pixel, in two rows: up to 2 beside 2 weight vectors (AVX2's 16
 # registers: 6 pixels x 2), and 3 or 4 (AVX-512's 32: 6 x 4 beside 4).
 TAP_VECTORS = {"TapsLoop": (1, 2), "TapsLoopWide": (3, 4)}
+# Vectors per pixel of ``TapsSlide`` (its registers are checked per Spec: the tile, a
+# filter row's weights and one x vector per output vector).
+SLIDE_VECTORS = 4
 # Where the windows may be read from: the lowering holds a row's windows in L2 (or L1)
 # and the loads hit L1 after the first tap touches a line (``rewrites.depthwise``).
 X_LEVELS = (Level.L1, Level.L2)
@@ -90,6 +96,59 @@ def _loop_emit(w, spec, ops, vt) -> None:
                 w.line(f"{row.vec(j)} = {v.fma}({v.load}({at}), w{j}, {row.vec(j)});")
 
 
+def _slide_why_not(spec: Spec, target: Target) -> Reason:
+    """TapsSlide: ``TapsLoop``'s conditions, a stride of 1 (pixel ``i``'s tap ``q`` is
+    pixel ``i + 1``'s tap ``q - 1``) and the registers for the tile, a filter row's
+    weights and a vector of x per output vector."""
+    if spec.params[0] != 1:
+        return "needs stride 1"
+    x, wt, out = spec.operands
+    m, kh, kw, n = spec.shape
+    if reason := _loop_why_not(spec, (1, SLIDE_VECTORS)):
+        return reason
+    nv = n // lane_count(out)
+    if m * nv + (kw + 1) * nv > target.capacity[Level.VRF]:
+        return f"needs {m * nv + (kw + 1) * nv} vector registers"
+    return None
+
+
+def _slide_cost(s: Spec, t: Target) -> int:
+    """Per filter row: ``m * kw * nv`` FMAs against ``(m + kw - 1) * nv`` loads of x
+    (each input vector once, for every pixel and tap that reads it) and ``kw * nv`` of w,
+    and at least the FMA latency for each of the row's taps."""
+    m, kh, kw, n = s.shape
+    nv = n // lane_count(s.operands[2])
+    c = t.costs
+    return kh * max(m * kw * nv * c.fma, (m + 2 * kw - 1) * nv * c.vector_move, kw * 8 * c.fma)
+
+
+def _slide_emit(w, spec, ops, vt) -> None:
+    from morello.codegen.affine import Affine, Var
+
+    x, wt, out = ops
+    m, kh, kw, n = spec.shape
+    vs = lane_count(out.spec)
+    v = vt(Dtype.F32, vs)
+    nv = n // vs
+    p = Affine.var(Var("p", kh))
+    with w.block(f"for (long p = 0; p < {kh}; p++) {{"):
+        for q in range(kw):
+            for j in range(nv):
+                w.line(f"const {v.c_type} w{q}_{j} = {v.load}({wt.at((p, q, j * vs)).ptr(0)});")
+        # Input column ``col`` of the row is pixel i's tap col - i for every i that reads it.
+        for col in range(m + kw - 1):
+            i = min(col, m - 1)
+            with w.block("{"):
+                for j in range(nv):
+                    at = x.at((i, p, col - i, j * vs)).ptr(0)
+                    w.line(f"const {v.c_type} x{j} = {v.load}({at});")
+                for q in range(kw):
+                    if 0 <= col - q < m:
+                        row = out.at((col - q, 0))
+                        for j in range(nv):
+                            w.line(f"{row.vec(j)} = {v.fma}(x{j}, w{q}_{j}, {row.vec(j)});")
+
+
 ROWS: tuple[Kernel, ...] = (
     Kernel("TapMultAdd", PrimKind.TAPS_ACCUM, _scalar_check,
            lambda s, t: t.costs.scalar_op + io_cost(s, t), 0, _scalar_emit,
@@ -101,4 +160,8 @@ ROWS: tuple[Kernel, ...] = (
              "n/vs weight vectors in registers, m * n/vs FMAs with x's vectors folded in",
              needs_vrf=True, levels=(X_LEVELS, L1, VRF), dtypes=(F32, F32, F32))
       for name, vectors in TAP_VECTORS.items()),
+    Kernel("TapsSlide", PrimKind.TAPS_ACCUM, _slide_why_not, _slide_cost, 4, _slide_emit,
+           "TapsLoop at stride 1: per filter row, its weights in registers and each input "
+           "vector loaded once, multiplied into every pixel whose window holds it",
+           needs_vrf=True, levels=(X_LEVELS, L1, VRF), dtypes=(F32, F32, F32)),
 )

@@ -339,7 +339,7 @@ def _plan_nhwc(spec: Spec, target: Target, own_out: bool) -> _Plan:
                               _c(c0 * stride - pad + j0)), (stride * c, w * c, c, 1)),
                      View(wsrc, (_c(i0), _c(j0), _c(0))),
                      View(ysrc, (_c(0, (lb, 1)), _c(0), _c(r0, (lo, 1)), _c(c0)), (c, 1)))
-            nest.child(kind, (x, wt.tile((kh, kw, c)), res), views,
+            nest.child(kind, (x, wt.tile((kh, kw, c)), res), views, (stride,),
                        loops=(nr, b) if parallel else (b, nr), shape=(nc, kh, kw, c))
             if parallel:
                 iters = loop_iterations(nr, True, target)

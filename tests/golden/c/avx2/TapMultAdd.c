@@ -1,2 +1,2 @@
-/* TapMultAdd on avx2: TapsAccum((1×1×1×1, f32, L1), (1×1×1, f32, L1), (1×1, f32, L1), serial) */
+/* TapMultAdd on avx2: TapsAccum{stride=1}((1×1×1×1, f32, L1), (1×1×1, f32, L1), (1×1, f32, L1), serial) */
 out[0] += x[0] * w[0];

@@ -1,4 +1,4 @@
-/* TapsLoop on avx2: TapsAccum((1×1×1×4, f32, L1), (1×1×4, f32, L1), (1×4, f32, VRF, 4), serial) */
+/* TapsLoop on avx2: TapsAccum{stride=1}((1×1×1×4, f32, L1), (1×1×4, f32, L1), (1×4, f32, VRF, 4), serial) */
 for (long p = 0; p < 1; p++) {
     for (long q = 0; q < 1; q++) {
         const __m128 w0 = _mm_loadu_ps(&w[0]);

@@ -1,4 +1,4 @@
-/* TapsLoopWide on avx2: TapsAccum((1×1×1×32, f32, L1), (1×1×32, f32, L1), (1×32, f32, VRF, 8), serial) */
+/* TapsLoopWide on avx2: TapsAccum{stride=1}((1×1×1×32, f32, L1), (1×1×32, f32, L1), (1×32, f32, VRF, 8), serial) */
 for (long p = 0; p < 1; p++) {
     for (long q = 0; q < 1; q++) {
         const __m256 w0 = _mm256_loadu_ps(&w[0]);

@@ -1,4 +1,4 @@
-/* TapsLoopWide on avx512: TapsAccum((1×1×1×64, f32, L1), (1×1×64, f32, L1), (1×64, f32, VRF, 16), serial) */
+/* TapsLoopWide on avx512: TapsAccum{stride=1}((1×1×1×64, f32, L1), (1×1×64, f32, L1), (1×64, f32, VRF, 16), serial) */
 for (long p = 0; p < 1; p++) {
     for (long q = 0; q < 1; q++) {
         const __m512 w0 = _mm512_loadu_ps(&w[0]);
