@@ -8,7 +8,8 @@ one thread, with the FMA peak of each target's vectors measured in the same roun
 Each morello program is synthesized, verified against numpy first, and timed inside C
 into one output array; im2col + numpy (the windows gathered into a matrix, one BLAS
 matmul, the output reordered to NCHW; not for the depthwise layers) and torch (NCHW
-tensors, and channels_last) are timed through Python, each checked against numpy first.
+tensors, and channels_last: the same channels-last image morello's program reads) are
+timed through Python, each checked against numpy first.
 The depthwise layers (``groups = C``, MobileNet's) keep torch's ``C x 1 x KH x KW``
 weights in both layouts. All
 timers run in each of ``--rounds`` interleaved rounds; the table gives medians, GFLOP/s,
@@ -101,6 +102,7 @@ def main() -> None:
             wt = rng.uniform(-1, 1, (f, c // groups, kh, kw)).astype(np.float32)
             want = (conv2d_numpy if groups == 1 else depthwise_numpy)(x, wt, stride, pad)
             timers, searches = {}, {}
+            xl = channels_last(x)  # the channels-last image both sides read
             for tgt in targets:
                 for lay in args.layout:
                     t0 = time.perf_counter()
@@ -113,7 +115,7 @@ def main() -> None:
                     assert ok, f"{name} {tgt} {lay} does not match numpy ({err})"
                     ins = [x, wt]
                     if lay == "nhwc":
-                        ins = [channels_last(x), weights_hwio(wt) if groups == 1 else wt]
+                        ins = [xl, weights_hwio(wt) if groups == 1 else wt]
                     out = fn(*ins)
                     np.testing.assert_allclose(out, want, rtol=1e-3, atol=1e-3)
                     timers[f"morello {tgt} {lay}"] = c_timer(fn, ins, out)
@@ -128,7 +130,8 @@ def main() -> None:
                                    want, rtol=1e-3, atol=1e-3)
                 timers["torch nchw"] = py_timer(lambda tx=tx, tw=tw, s=stride, p=pad, g=groups:
                                                 conv(tx, tw, stride=s, padding=p, groups=g))
-                cx = tx.contiguous(memory_format=torch.channels_last)
+                cx = torch.from_numpy(xl)  # channels_last already: the same memory
+                assert cx.is_contiguous(memory_format=torch.channels_last)
                 cw = tw.contiguous(memory_format=torch.channels_last)
                 timers["torch channels_last"] = py_timer(
                     lambda cx=cx, cw=cw, s=stride, p=pad, g=groups:

@@ -77,7 +77,7 @@ def main() -> None:
                 want = np.maximum(y + other, 0)
                 timers, searches = {}, {}
                 for tgt in targets:
-                    for lay in args.layout if groups == 1 else ["nchw"]:
+                    for lay in args.layout:
                         t0 = time.perf_counter()
                         spec = morello.conv_block(n, c, h, w, f, kh, kw, steps=(block, "relu"),
                                                   stride=stride, pad=pad, groups=groups,
@@ -90,7 +90,7 @@ def main() -> None:
                         ins = [other, x, wt]
                         if lay == "nhwc":
                             ins = [channels_last(other) if block == "add" else other,
-                                   channels_last(x), weights_hwio(wt)]
+                                   channels_last(x), weights_hwio(wt) if groups == 1 else wt]
                         out = fn(*ins)
                         np.testing.assert_allclose(out, want, rtol=1e-3, atol=1e-3)
                         timers[f"morello {tgt} {lay}"] = c_timer(fn, ins, out)
