@@ -61,10 +61,15 @@ def interleaved_rounds(timers: list[dict], peaks: dict, rounds: int):
 
 
 def channels_last(a):
-    """An N×C×H×W array stored channels-last (torch's ``channels_last``), seen as N×C×H×W."""
-    import numpy as np
+    """An N×C×H×W array stored channels-last (torch's ``channels_last``), seen as N×C×H×W,
+    starting on a cache line as torch's allocations do (a program reading vectors of
+    channels from numpy's 16-byte-aligned copy ran up to 1.5x slower)."""
+    from morello.codegen.build import empty_aligned
 
-    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    n, c, h, w = a.shape
+    out = empty_aligned((n, h, w, c), a.dtype)
+    out[...] = a.transpose(0, 2, 3, 1)
+    return out.transpose(0, 3, 1, 2)
 
 
 def weights_hwio(w):
