@@ -140,13 +140,15 @@ def _shape_st(max_dim: int, ranks):
 
 @st.composite
 def params_st(draw, kind: PrimKind, rank: int) -> tuple:
-    """Parameters of ``kind`` valid at ``rank`` (a dim, a fill value)."""
+    """Parameters of ``kind`` valid at ``rank`` (a dim, a fill value, a stride)."""
     out = []
     for name in KINDS[kind].params:
         if name == "dim":
             out.append(draw(st.integers(0, rank - 1)))
         elif name == "value":
             out.append(draw(st.sampled_from(FILL_VALUES)))
+        elif name == "stride":  # a Taps view's (its operands' shapes do not depend on it)
+            out.append(draw(st.integers(1, 3)))
         else:  # pragma: no cover - a new kind parameter needs a strategy here
             raise AssertionError(f"no strategy for parameter {name!r}")
     return tuple(out)
