@@ -74,6 +74,13 @@ def all_f32(spec) -> Reason:
     return None
 
 
+def scalar_check(spec, target: Target) -> Reason:
+    """The check of a kernel of one element (its operands in RF or L1: ``levels``)."""
+    if spec.volume != 1:
+        return "not a scalar"
+    return None
+
+
 def same_contiguous_f32(src: TensorSpec, dst: TensorSpec) -> Reason:
     """Copies element for element: same layout, both contiguous, f32."""
     if not (src.contiguous and dst.contiguous):

@@ -14,7 +14,18 @@ matmul over one filter row at a time would store and reload it per row.
 from __future__ import annotations
 
 from morello.dtypes import Dtype
-from morello.kernels.base import F32, L1, RL, VRF, Kernel, Reason, all_f32, io_cost, lane_count
+from morello.kernels.base import (
+    F32,
+    L1,
+    RL,
+    VRF,
+    Kernel,
+    Reason,
+    all_f32,
+    io_cost,
+    lane_count,
+    scalar_check,
+)
 from morello.memory import Level, Target
 from morello.specs import PrimKind, Spec
 
@@ -28,11 +39,6 @@ SLIDE_VECTORS = 4
 # and the loads hit L1 after the first tap touches a line (``rewrites.depthwise``).
 X_LEVELS = (Level.L1, Level.L2)
 
-
-def _scalar_check(spec: Spec, target: Target) -> Reason:
-    if spec.volume != 1:
-        return "not a scalar"
-    return None
 
 
 def _scalar_emit(w, spec, ops, vt) -> None:
@@ -150,7 +156,7 @@ def _slide_emit(w, spec, ops, vt) -> None:
 
 
 ROWS: tuple[Kernel, ...] = (
-    Kernel("TapMultAdd", PrimKind.TAPS_ACCUM, _scalar_check,
+    Kernel("TapMultAdd", PrimKind.TAPS_ACCUM, scalar_check,
            lambda s, t: t.costs.scalar_op + io_cost(s, t), 0, _scalar_emit,
            "out += x * w on scalars", scalar=True, levels=(RL, RL, RL)),
     *(Kernel(name, PrimKind.TAPS_ACCUM, _loop_check(vectors), _loop_cost, vectors[1],

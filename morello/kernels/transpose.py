@@ -3,7 +3,7 @@
 """
 from __future__ import annotations
 
-from morello.kernels.base import F32, L1, RL, Kernel, Reason, io_cost
+from morello.kernels.base import F32, L1, RL, Kernel, Reason, io_cost, scalar_check
 from morello.memory import Level, Target
 from morello.specs import PrimKind, Spec
 
@@ -14,11 +14,6 @@ BLOCK = 8
 BLOCK_OPS = 16 + 24
 BLOCK_REGS = 16
 
-
-def _scalar_check(spec: Spec, target: Target) -> Reason:
-    if spec.volume != 1:
-        return "not a scalar"
-    return None
 
 
 def _scalar_emit(w, spec, ops, vt) -> None:
@@ -57,7 +52,7 @@ def _block_emit(w, spec, ops, vt) -> None:
 
 
 ROWS: tuple[Kernel, ...] = (
-    Kernel("TransposeAssign", PrimKind.TRANSPOSE, _scalar_check,
+    Kernel("TransposeAssign", PrimKind.TRANSPOSE, scalar_check,
            lambda s, t: t.costs.scalar_op + io_cost(s, t), 0, _scalar_emit,
            "one element copied", scalar=True, levels=(RL, RL)),
     Kernel("Transpose8x8", PrimKind.TRANSPOSE, _block_check,
