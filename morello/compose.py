@@ -32,15 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from morello.errors import SpecError
-from morello.kinds import (
-    BY_TITLE,
-    CONV_DIMS,
-    DEPTHWISE_DIMS,
-    KINDS,
-    KindInfo,
-    PrimKind,
-    operand_shapes,
-)
+from morello.kinds import BY_TITLE, KINDS, KindInfo, PrimKind, operand_shapes, output_dims
 
 # The most Spec dims and operands of a chain: its records and points must fit the core
 # (1 + rank + 4 * operands + 1 + levels <= morello._graph.MAX_POINT, ``fits_core``).
@@ -154,10 +146,9 @@ class Chain:
         each: searches about twice as long, and no cheaper program in the blocks tried)."""
         out = {c.dims[c.params[0]] for c in self.components if KINDS[c.kind].scan}
         for c in self.components:
-            if KINDS[c.kind].family == "Depthwise":  # its channels are its filters
-                out |= {c.dims[DEPTHWISE_DIMS.index(d)] for d in ("c", "oh", "ow")}
-            elif KINDS[c.kind].lowered:
-                out |= {c.dims[CONV_DIMS.index(d)] for d in ("f", "oh", "ow")}
+            if KINDS[c.kind].lowered:  # every output dim but the batch (output dim 0)
+                outs = output_dims(c.kind, len(c.dims), c.params)[1:]
+                out |= {c.dims[d] for d in outs if d is not None}
         return tuple(sorted(out))
 
     @property

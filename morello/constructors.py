@@ -391,9 +391,8 @@ def conv2d(n: int, c: int, h: int, w: int, f: int, kh: int, kw: int, *, stride: 
     if layout == "nhwc":
         from morello.rewrites.conv import HWIO, NHWC
         # A depthwise conv's [C, 1, KH, KW] weights are channels-last already.
-        for i, lay in ((0, NHWC), (1, None if depthwise else HWIO), (2, NHWC)):
-            if lay is None:
-                continue
+        relaid = ((0, NHWC), (2, NHWC)) if depthwise else ((0, NHWC), (1, HWIO), (2, NHWC))
+        for i, lay in relaid:
             t = spec.operands[i]
             spec = spec.with_operand(i, fresh(t.shape, t.dtype, t.level, lay))
         spec = spec.canonical()

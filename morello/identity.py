@@ -258,11 +258,10 @@ def closure(kind) -> frozenset:
 def _reaches(kind) -> list:
     from morello import compose
     from morello.kinds import KINDS, PrimKind
-    from morello.rewrites import conv, decompose, depthwise
+    from morello.rewrites import LOWERED_TO, decompose
 
     def lowered_to(k) -> list:
-        return list(depthwise.LOWERED_TO if KINDS[k].family == "Depthwise"
-                    else conv.LOWERED_TO)
+        return list(LOWERED_TO[KINDS[k].family])
 
     out: list = [PrimKind.MOVE, PrimKind.FILL]
     if isinstance(kind, compose.Chain):

@@ -74,6 +74,15 @@ def all_f32(spec) -> Reason:
     return None
 
 
+def fma_loop_cost(t: Target, steps: int, fmas: int, loads: int, latency: int = 1) -> int:
+    """A register tile's loop: ``steps`` steps, each ``fmas`` FMAs and ``loads`` vector
+    loads issued on the core's ports at once (whichever is slower), and at least the FMA
+    latency of ``latency`` dependent FMAs per accumulator (8 FMAs in flight: 4 cycles on
+    2 ports)."""
+    c = t.costs
+    return steps * max(fmas * c.fma, loads * c.vector_move, latency * 8 * c.fma)
+
+
 def scalar_check(spec, target: Target) -> Reason:
     """The check of a kernel of one element (its operands in RF or L1: ``levels``)."""
     if spec.volume != 1:

@@ -22,6 +22,7 @@ from morello.kernels.base import (
     Kernel,
     Reason,
     all_f32,
+    fma_loop_cost,
     io_cost,
     lane_count,
     scalar_check,
@@ -72,13 +73,16 @@ def _loop_why_not(spec: Spec, vectors: tuple[int, int]) -> Reason:
 
 
 def _loop_cost(s: Spec, t: Target) -> int:
-    """Per tap: ``m * nv`` FMAs against ``m * nv`` loads of x and ``nv`` of w, on the
-    core's ports at once (whichever is slower), and at least the FMA latency (8 FMAs in
-    flight), as ``tiles._outer_cost``."""
+    """Per tap: ``m * nv`` FMAs against ``m * nv`` loads of x and ``nv`` of w."""
     m, kh, kw, n = s.shape
     nv = n // lane_count(s.operands[2])
-    c = t.costs
-    return kh * kw * max(m * nv * c.fma, (m * nv + nv) * c.vector_move, 8 * c.fma)
+    return fma_loop_cost(t, kh * kw, m * nv, m * nv + nv)
+
+
+def _vectors(spec: Spec, out, vt):
+    """``(lanes, vector type, vectors per pixel)`` of a tile whose output is ``out``."""
+    vs = lane_count(out.spec)
+    return vs, vt(Dtype.F32, vs), spec.shape[3] // vs
 
 
 def _loop_emit(w, spec, ops, vt) -> None:
@@ -86,9 +90,7 @@ def _loop_emit(w, spec, ops, vt) -> None:
 
     x, wt, out = ops
     m, kh, kw, n = spec.shape
-    vs = lane_count(out.spec)
-    v = vt(Dtype.F32, vs)
-    nv = n // vs
+    vs, v, nv = _vectors(spec, out, vt)
     p = Affine.var(Var("p", kh))
     q = Affine.var(Var("q", kw))
     with w.block(f"for (long p = 0; p < {kh}; p++) {{"), \
@@ -121,11 +123,10 @@ def _slide_why_not(spec: Spec, target: Target) -> Reason:
 def _slide_cost(s: Spec, t: Target) -> int:
     """Per filter row: ``m * kw * nv`` FMAs against ``(m + kw - 1) * nv`` loads of x
     (each input vector once, for every pixel and tap that reads it) and ``kw * nv`` of w,
-    and at least the FMA latency for each of the row's taps."""
+    ``kw`` dependent FMAs per accumulator."""
     m, kh, kw, n = s.shape
     nv = n // lane_count(s.operands[2])
-    c = t.costs
-    return kh * max(m * kw * nv * c.fma, (m + 2 * kw - 1) * nv * c.vector_move, kw * 8 * c.fma)
+    return fma_loop_cost(t, kh, m * kw * nv, (m + 2 * kw - 1) * nv, latency=kw)
 
 
 def _slide_emit(w, spec, ops, vt) -> None:
@@ -133,9 +134,7 @@ def _slide_emit(w, spec, ops, vt) -> None:
 
     x, wt, out = ops
     m, kh, kw, n = spec.shape
-    vs = lane_count(out.spec)
-    v = vt(Dtype.F32, vs)
-    nv = n // vs
+    vs, v, nv = _vectors(spec, out, vt)
     p = Affine.var(Var("p", kh))
     with w.block(f"for (long p = 0; p < {kh}; p++) {{"):
         for q in range(kw):

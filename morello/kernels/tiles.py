@@ -15,6 +15,7 @@ from morello.kernels.base import (
     Kernel,
     Reason,
     all_f32,
+    fma_loop_cost,
     io_cost,
     lane_count,
     pin,
@@ -107,8 +108,7 @@ def _outer_cost(s: Spec, t: Target) -> int:
     (8 FMAs in flight: 4 cycles on 2 ports)."""
     _, m, k, n = s.shape
     nv = n // lane_count(s.operands[2])
-    c = t.costs
-    return k * max(m * nv * c.fma, (m + nv) * c.vector_move, 8 * c.fma)
+    return fma_loop_cost(t, k, m * nv, m + nv)
 
 
 def _outer_emit(w, spec, ops, vt) -> None:

@@ -14,6 +14,7 @@ import functools
 
 from morello.compose import Chain
 from morello.memory import Target
+from morello.rewrites import conv, depthwise
 from morello.rewrites.accum import ToAccum
 from morello.rewrites.base import Expansion, RewriteError
 from morello.rewrites.bufferize import Bufferize, bufferize_actions
@@ -25,11 +26,15 @@ from morello.rewrites.select import Select, select_actions
 from morello.rewrites.tile import Split, TileOut, split_actions, tile_actions
 from morello.specs import Spec
 
+# The kinds each family of lowered kinds is lowered to (``morello.identity.closure``).
+LOWERED_TO = {"Conv": conv.LOWERED_TO, "Depthwise": depthwise.LOWERED_TO}
+
 Action = (TileOut | Split | Move | ToAccum | Select | Decompose | Bufferize | ConvLower
           | DepthwiseLower)
 
 __all__ = [
-    "Action", "Bufferize", "ConvLower", "Decompose", "DepthwiseLower", "Expansion", "Move",
+    "LOWERED_TO", "Action", "Bufferize", "ConvLower", "Decompose", "DepthwiseLower",
+    "Expansion", "Move",
     "RewriteError", "Select", "Split", "TileOut", "ToAccum", "action_groups",
     "action_in_group", "actions", "group_makers", "lowerings",
 ]
