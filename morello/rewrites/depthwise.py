@@ -318,14 +318,14 @@ def _plan_nhwc(spec: Spec, target: Target, own_out: bool) -> _Plan:
             nest.child(PrimKind.MOVE, (out, y), (View(2), View(ysrc)))
     kind = PrimKind.TAPS if spec.kind is PrimKind.DEPTHWISE else PrimKind.TAPS_ACCUM
     rm4 = Layout(tuple(PhysDim(d) for d in range(4)))
-    rows = _spans(oh, stride, pad, h, fh)
+    rows, cols = _spans(oh, stride, pad, h, fh), _spans(ow, stride, pad, w, fw)
     most = max(rows, key=lambda r: r[1])
     const = 0
     for r0, nr, i0, i1 in rows:
         # The rows of the longest run across threads (each row's program serial).
         parallel = not spec.serial_only and nr > 1 and (r0, nr) == most[:2]
         lb, lo = (1, 0) if parallel else (0, 1)
-        for c0, nc, j0, j1 in _spans(ow, stride, pad, w, fw):
+        for c0, nc, j0, j1 in cols:
             kh, kw = i1 - i0, j1 - j0
             if kh < 1 or kw < 1:  # windows of the border alone (a pad beyond the kernel)
                 if spec.kind is PrimKind.DEPTHWISE:
